@@ -1,0 +1,108 @@
+"""create_app: Settings (and optional test seams) -> the FastAPI app, with its error handlers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from proxy.config import Settings
+from proxy.errors import BadRequest, NotFound, ProxyError, error_response
+from proxy.library import Library
+from proxy.routes import admin, completions, forward, health
+from proxy.runtime import Runtime
+from proxy.sessions import Sessions
+from proxy.store import Store, open_store
+from proxy.upstream import Upstream
+
+log = logging.getLogger("proxy")
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    upstream: Upstream | None = None,
+    library: Library | None = None,
+) -> FastAPI:
+    """Trajectories are loaded here, not in the lifespan, so a bad file fails before binding."""
+    if library is None:
+        library = Library.load(settings.trajectory, settings.trajectory_dir)
+    store = store if store is not None else open_store(settings.store)
+    if upstream is None:
+        key = settings.upstream_api_key
+        upstream = Upstream(
+            settings.upstream,
+            api_key=key.get_secret_value() if key else None,
+            connect_timeout=settings.connect_timeout,
+            read_timeout=settings.read_timeout,
+        )
+    runtime = Runtime(
+        settings=settings,
+        store=store,
+        library=library,
+        sessions=Sessions(store, library, bind_on_task=settings.bind_on_task),
+        upstream=upstream,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await runtime.upstream.aclose()
+            await runtime.store.close()
+
+    app = FastAPI(
+        title="replay-proxy", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None
+    )
+    app.state.runtime = runtime
+    app.include_router(health.router)
+    app.include_router(admin.router)
+    app.include_router(completions.router)
+    app.include_router(forward.router)
+    _install_error_handlers(app)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def proxy_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ProxyError)
+        if exc.status >= 500:
+            log.warning(
+                "%s %s -> %d: %s", request.method, request.url.path, exc.status, exc.message
+            )
+        return error_response(exc)
+
+    async def validation_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return error_response(
+            BadRequest(f"{where}: {first.get('msg', 'invalid request')}", param=where)
+        )
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            return error_response(NotFound(f"no route {request.method} {request.url.path}"))
+        error = ProxyError(str(exc.detail))
+        error.status = exc.status_code
+        error.type = "invalid_request_error"
+        return error_response(error)
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_response(
+            ProxyError(f"internal error in the replay proxy: {type(exc).__name__}")
+        )
+
+    app.add_exception_handler(ProxyError, proxy_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)

@@ -1,0 +1,209 @@
+"""replay-proxy serve | check: flags and env -> Settings -> server.
+
+Every error in flags or trajectory files is reported before the server binds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvicorn
+from pydantic import ValidationError
+
+from proxy.config import DEFAULT_SESSION_HEADERS, Settings
+from proxy.engine import DivergencePolicy
+from proxy.errors import LoadError
+from proxy.library import Library, LibraryError
+from proxy.loaders import load_file
+from proxy.trajectory import Trajectory
+
+EXIT_BAD_FILE = 1
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="replay-proxy",
+        description="An OpenAI-compatible proxy that replays saved agent trajectories.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser(
+        "serve",
+        help="run the proxy",
+        argument_default=argparse.SUPPRESS,  # unset flags fall back to REPLAY_PROXY_* and defaults
+        description="Each flag is also settable as REPLAY_PROXY_<FLAG_IN_CAPS>; lists comma-separated.",
+    )
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to bind, 0 for any free one (default 8080)")
+    serve.add_argument("--upstream", metavar="URL", help="the real LLM's base URL, including /v1")
+    serve.add_argument(
+        "--upstream-api-key",
+        metavar="KEY",
+        help="sent upstream instead of the client's credentials (default: pass the client's on)",
+    )
+    serve.add_argument(
+        "--trajectory", metavar="FILE", action="append", type=Path, help="a trajectory (repeatable)"
+    )
+    serve.add_argument(
+        "--trajectory-dir", metavar="DIR", type=Path, help="NAME.json / NAME.jsonl trajectories"
+    )
+    serve.add_argument(
+        "--session-header",
+        metavar="NAME",
+        action="append",
+        help=f"session header, first present wins (repeatable; default {', '.join(DEFAULT_SESSION_HEADERS)})",
+    )
+    serve.add_argument(
+        "--subagent-header",
+        metavar="NAME",
+        help="marks subagent calls (default x-parent-session-id)",
+    )
+    serve.add_argument(
+        "--bind-on-task",
+        action="store_true",
+        help="bind a session only to a trajectory with its task, never to an unclaimed one",
+    )
+    serve.add_argument(
+        "--on-divergence",
+        choices=[p.value for p in DivergencePolicy],
+        help="when the history disagrees with the script: answer an error, or go live (default error)",
+    )
+    serve.add_argument("--admin-token", metavar="TOKEN", help="Bearer token for /replay/*")
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+
+    check = commands.add_parser("check", help="describe what trajectory files will replay")
+    check.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    check.add_argument("--json", action="store_true", help="print the description as JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = vars(_parser().parse_args(argv))
+    command = args.pop("command")
+    if command == "check":
+        return check(args["files"], as_json=args["json"])
+    return serve(args)
+
+
+def _settings(flags: dict[str, Any]) -> Settings:
+    if "trajectory" in flags:
+        flags["trajectory"] = tuple(flags["trajectory"])
+    if "session_header" in flags:
+        flags["session_header"] = tuple(flags["session_header"])
+    return Settings(**flags)
+
+
+def serve(flags: dict[str, Any]) -> int:
+    from proxy.app import create_app
+
+    try:
+        settings = _settings(flags)
+    except ValidationError as exc:
+        for error in exc.errors():
+            flag = "--" + "-".join(str(p) for p in error["loc"][:1]).replace("_", "-")
+            print(f"replay-proxy: {flag}: {error['msg']}", file=sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        library = Library.load(settings.trajectory, settings.trajectory_dir)
+    except LibraryError as exc:
+        for problem in exc.errors:
+            print(f"replay-proxy: {problem}", file=sys.stderr)
+        return EXIT_BAD_FILE
+    try:
+        app = create_app(settings, library=library)
+    except ValueError as exc:
+        print(f"replay-proxy: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((settings.host, settings.port))
+    except OSError as exc:
+        print(
+            f"replay-proxy: cannot bind {settings.host}:{settings.port}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    port = sock.getsockname()[1]
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    upstream = app.state.runtime.upstream
+    print(
+        f"replay-proxy: {len(library)} trajectories, upstream {upstream.name}; "
+        f"listening on http://{host}:{port}/v1",
+        flush=True,
+    )
+    config = uvicorn.Config(
+        app, log_config=None, log_level=settings.log_level.value, access_log=False, lifespan="on"
+    )
+    asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+    return 0
+
+
+def check(files: Sequence[Path], *, as_json: bool = False) -> int:
+    failed = False
+    described: list[dict[str, Any]] = []
+    for path in files:
+        try:
+            trajectory = load_file(path)
+        except LoadError as exc:
+            print(str(exc), file=sys.stderr)
+            failed = True
+            continue
+        if as_json:
+            described.append(trajectory.summary())
+        else:
+            print(describe(trajectory))
+    if as_json:
+        sys.stdout.write(orjson.dumps(described, option=orjson.OPT_INDENT_2).decode() + "\n")
+    return EXIT_BAD_FILE if failed else 0
+
+
+def _short(text: str, limit: int = 100) -> str:
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe(t: Trajectory) -> str:
+    lines = [
+        f"{t.source}: {t.format}, {len(t.turns)} turns, {t.tool_call_count} tool calls",
+        f"  task: {_short(t.task) if t.task is not None else '(none: no user message)'}",
+    ]
+    for turn in t.turns:
+        for user in turn.users_before:
+            lines.append(
+                f"  user message {user.index} comes before turn {turn.number} (spliced live)"
+            )
+        parts = [f"{len(turn.tool_calls)} tool call(s)" if turn.tool_calls else "text only, final"]
+        if turn.reasoning:
+            parts.append("reasoning")
+        lines.append(f"  turn {turn.number} (message {turn.index}): {', '.join(parts)}")
+        if turn.text:
+            lines.append(f"    text: {_short(turn.text)}")
+        for call in turn.tool_calls:
+            lines.append(f"    {call.name} [{call.id}] {_short(call.arguments)}")
+    for user in t.trailing_users:
+        lines.append(f"  user message {user.index} trails the last turn (spliced live)")
+    for note in t.skipped:
+        lines.append(f"  skipped message {note.index}: {note.reason}")
+    for note in t.dropped:
+        lines.append(f"  dropped message {note.index}: {note.reason}")
+    if not t.turns:
+        lines.append("  warning: no scripted turns; every request of its session goes upstream")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""What the engine needs to know about one incoming request, whatever API it came through.
+
+Parsers (proxy/parse/) build a Conversation from a request body without validating the whole
+message list: only the fields the decision reads, each with the JSON path it came from so a
+divergence can point at it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+NOOP_TOOL = "_noop"  # compaction calls carry this stub tool: it counts as no tools
+
+
+class Lane(StrEnum):
+    MAIN = "main"  # the agent loop: tool-bearing calls of a top-level session
+    TOOLLESS = "toolless"  # title, summary, compaction, commit-message side calls
+    SUBAGENT = "subagent"  # calls that carry the subagent (parent session) header
+
+
+@dataclass(slots=True)
+class Call:
+    id: str
+    name: str
+    arguments: str
+    id_path: str  # JSON path of the id, e.g. "messages[3].tool_calls[0].id"
+    name_path: str
+
+
+@dataclass(slots=True)
+class Reply:
+    """An assistant message in the request history."""
+
+    position: int  # index in the request's message list
+    path: str  # JSON path of the message, e.g. "messages[3]"
+    text: str
+    calls: list[Call]
+    calls_path: str  # JSON path of the tool-call list, e.g. "messages[3].tool_calls"
+
+
+@dataclass(slots=True)
+class Result:
+    """A tool result in the request history."""
+
+    position: int
+    path: str
+    call_id: str
+    output: str
+
+
+@dataclass(slots=True)
+class Conversation:
+    api: str
+    model: str
+    stream: bool
+    include_usage: bool
+    tools: tuple[str, ...]  # names of the tools offered
+    tool_choice_none: bool
+    system: str
+    task: str | None  # the first user message
+    replies: list[Reply] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
+    users: dict[int, str] = field(default_factory=dict)  # position -> text of user messages
+    message_count: int = 0
+
+    @property
+    def takes_tools(self) -> bool:
+        """Only a request that lets the model call a tool may take a scripted turn."""
+        if self.tool_choice_none:
+            return False
+        return any(name != NOOP_TOOL for name in self.tools)
+
+    def lane(self, *, subagent: bool) -> Lane:
+        if subagent:
+            return Lane.SUBAGENT
+        return Lane.MAIN if self.takes_tools else Lane.TOOLLESS
+
+    def fingerprint(self) -> str:
+        """A session key for clients that send no session header: the system prompt and task."""
+        digest = hashlib.sha256(f"{self.system}\x00{self.task or ''}".encode()).hexdigest()
+        return "fp-" + digest[:24]

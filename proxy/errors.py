@@ -1,0 +1,122 @@
+"""Errors the proxy raises, and the one place they become OpenAI-shaped responses.
+
+    ProxyError                  an error answered by the proxy itself (never an upstream's)
+    ├── BadRequest              400  the request is malformed; says what and where (param)
+    ├── Unauthorized            401  admin token missing or wrong
+    ├── NotFound                404  unknown session, trajectory or route
+    ├── ReplayDiverged          404  the request history disagrees with the session's script
+    ├── PayloadTooLarge         413  body over the configured limit
+    └── UpstreamError
+        ├── NoUpstream          503  no --upstream configured, so nothing can be forwarded
+        ├── UpstreamUnreachable 502  connection refused, DNS failure, connection reset
+        └── UpstreamTimeout     504  the upstream did not answer in time
+
+    LoadError                   a trajectory that cannot be loaded: file, message index, reason
+
+Replay errors use 404 on purpose: it is the one status every harness we tested stops on at once
+(400 makes mini-swe-agent retry for minutes, 5xx and 429 make every SDK retry). Every response the
+proxy makes itself carries `x-should-retry: false`, which the OpenAI and Anthropic SDKs honour.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.responses import Response
+
+
+class ProxyError(Exception):
+    status = 500
+    type = "server_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {
+            "message": self.message,
+            "type": self.type,
+            "param": self.param,
+            "code": self.code,
+        }
+        if self.extra:
+            error["replay"] = self.extra
+        return {"error": error}
+
+
+class BadRequest(ProxyError):
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class Unauthorized(ProxyError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_admin_token"
+
+
+class NotFound(ProxyError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class ReplayDiverged(ProxyError):
+    status = 404
+    type = "invalid_request_error"
+    code = "replay_diverged"
+
+
+class PayloadTooLarge(ProxyError):
+    status = 413
+    type = "invalid_request_error"
+    code = "payload_too_large"
+
+
+class UpstreamError(ProxyError):
+    status = 502
+    type = "upstream_error"
+
+
+class NoUpstream(UpstreamError):
+    status = 503
+    code = "no_upstream"
+
+
+class UpstreamUnreachable(UpstreamError):
+    status = 502
+    code = "upstream_unreachable"
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"
+
+
+class LoadError(ValueError):
+    """A trajectory that cannot be loaded. `index` is the message (or line) index in the file."""
+
+    def __init__(self, source: str, index: int | None, reason: str) -> None:
+        self.source = source
+        self.index = index
+        self.reason = reason
+        where = source if index is None else f"{source}:{index}"
+        super().__init__(f"{where}: {reason}")
+
+
+PROXY_HEADERS = {"x-should-retry": "false"}
+
+
+def error_response(error: ProxyError) -> Response:
+    return Response(
+        orjson.dumps(error.body()),
+        status_code=error.status,
+        media_type="application/json",
+        headers=PROXY_HEADERS,
+    )

@@ -1,0 +1,166 @@
+"""OpenAI chat messages -> Trajectory, by the skip rules of replay-semantics.md sections 1-2.
+
+- system/developer and tool messages are not turns (tool outputs are kept as reference data);
+- the first user message is the task; later user messages attach to the turn they precede,
+  or trail after the last turn;
+- each assistant message with text or tool calls is one turn with all its calls;
+- an empty assistant message is skipped; a text-only one is the last turn, and what follows is
+  dropped; both are reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from proxy.content import is_content, split_reasoning, text_of
+from proxy.errors import LoadError
+from proxy.trajectory import Note, ToolCall, Trajectory, Turn, UserMessage
+
+
+def trajectory_from_messages(
+    messages: Sequence[Any],
+    *,
+    name: str,
+    source: str,
+    fmt: str,
+    digest: str,
+    indexes: Sequence[int] | None = None,
+) -> Trajectory:
+    """Build the script. `indexes` maps each message to its position in the file, when the
+    messages were converted from another shape (errors and notes must point into the file)."""
+    task: str | None = None
+    system: str | None = None
+    turns: list[Turn] = []
+    pending: list[UserMessage] = []
+    outputs: dict[str, str] = {}
+    skipped: list[Note] = []
+    dropped: list[Note] = []
+    final_index: int | None = None
+
+    for pos, msg in enumerate(messages):
+        idx = indexes[pos] if indexes is not None else pos
+        if not isinstance(msg, dict):
+            raise LoadError(source, idx, "message is not a JSON object")
+        role = msg.get("role")
+        if not isinstance(role, str):
+            raise LoadError(source, idx, "message has no role")
+        content = msg.get("content")
+        if not is_content(content):
+            raise LoadError(source, idx, "content must be a string, a list of parts, or null")
+        if final_index is not None:
+            dropped.append(
+                Note(idx, f"{role} message after the final text-only turn (message {final_index})")
+            )
+            continue
+        if role in ("system", "developer"):
+            if system is None:
+                system = text_of(content)
+        elif role == "tool":
+            call_id = msg.get("tool_call_id")
+            if isinstance(call_id, str):
+                outputs[call_id] = text_of(content)
+            else:
+                skipped.append(Note(idx, "tool message without a tool_call_id"))
+        elif role == "user":
+            if task is None:
+                task = text_of(content)
+            else:
+                pending.append(UserMessage(idx, content if content is not None else ""))
+        elif role == "assistant":
+            number = len(turns) + 1
+            calls = _tool_calls(msg, source, idx, digest, number)
+            reasoning, text = _assistant_text(msg, content)
+            if not calls and not text.strip():
+                why = "empty assistant message" + (" (reasoning only)" if reasoning else "")
+                skipped.append(Note(idx, why))
+                continue
+            turns.append(Turn(number, idx, text, reasoning, calls, tuple(pending)))
+            pending = []
+            if not calls:
+                final_index = idx
+        else:
+            skipped.append(Note(idx, f"unknown role {role!r}"))
+
+    return Trajectory(
+        name=name,
+        source=source,
+        format=fmt,
+        digest=digest,
+        task=task,
+        system=system,
+        turns=tuple(turns),
+        trailing_users=tuple(pending),
+        tool_outputs=outputs,
+        skipped=tuple(skipped),
+        dropped=tuple(dropped),
+    )
+
+
+def _assistant_text(msg: dict[str, Any], content: Any) -> tuple[str | None, str]:
+    thought, text = split_reasoning(text_of(content))
+    explicit = msg.get("reasoning_content")
+    if not isinstance(explicit, str) or not explicit:
+        explicit = msg.get("reasoning") if isinstance(msg.get("reasoning"), str) else None
+    parts = [p for p in (explicit, thought) if p]
+    return ("\n\n".join(parts) if parts else None), text
+
+
+def _tool_calls(
+    msg: dict[str, Any], source: str, idx: int, digest: str, number: int
+) -> tuple[ToolCall, ...]:
+    raw = msg.get("tool_calls")
+    if raw is None and isinstance(msg.get("function_call"), dict):
+        raw = [{"function": msg["function_call"]}]  # the legacy single-function form
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise LoadError(source, idx, "tool_calls must be a list")
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for j, call in enumerate(raw):
+        where = f"tool_calls[{j}]"
+        if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+            raise LoadError(source, idx, f"{where} has no function object")
+        fn = call["function"]
+        name = fn.get("name")
+        if not isinstance(name, str) or not name:
+            raise LoadError(source, idx, f"{where}.function.name is missing")
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            call_id = synthetic_call_id(digest, number, j)
+        if call_id in seen:
+            raise LoadError(source, idx, f"{where}.id {call_id!r} is used twice in one turn")
+        seen.add(call_id)
+        calls.append(
+            ToolCall(call_id, name, normalize_arguments(fn.get("arguments"), source, idx, where))
+        )
+    return tuple(calls)
+
+
+def normalize_arguments(value: Any, source: str, idx: int, where: str) -> str:
+    """Arguments stay verbatim when they are a JSON string; a dict is encoded; empty is "{}"."""
+    if value is None:
+        return "{}"
+    if isinstance(value, str):
+        if not value.strip():
+            return "{}"
+        try:
+            orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise LoadError(
+                source, idx, f"{where}.function.arguments is not valid JSON: {exc}"
+            ) from None
+        return value
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    raise LoadError(source, idx, f"{where}.function.arguments must be a JSON string or object")
+
+
+def synthetic_call_id(digest: str, turn: int, position: int) -> str:
+    """Deterministic, so a restarted proxy or another worker serves the same id."""
+    return "call_" + hashlib.sha256(f"{digest}:{turn}:{position}".encode()).hexdigest()[:24]

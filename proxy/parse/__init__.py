@@ -1,0 +1,1 @@
+"""Request bodies -> Conversation, one module per API."""

@@ -1,0 +1,1 @@
+"""Scripted turns -> response bytes, pure, one module per API."""

@@ -1,0 +1,1 @@
+"""Thin HTTP handlers: completions, admin, health, and forwarding of everything else."""

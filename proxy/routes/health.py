@@ -1,0 +1,24 @@
+"""GET /healthz, and HEAD / (Claude Code probes it before its first call)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from proxy.runtime import Runtime
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz(request: Request) -> dict[str, object]:
+    runtime: Runtime = request.app.state.runtime
+    return {
+        "status": "ok",
+        "trajectories": len(runtime.library),
+        "upstream": runtime.upstream.name if runtime.upstream.base_url else None,
+    }
+
+
+@router.head("/", include_in_schema=False)
+async def probe() -> Response:
+    return Response(status_code=200)

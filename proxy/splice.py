@@ -1,0 +1,71 @@
+"""Splice: put the recording's later user messages back into a session's live requests.
+
+The harness never saw those messages (the proxy served the turns that answered them), so a live
+request would lack them. Each goes right before the scripted assistant turn it preceded in the
+recording (the turn is found by its tool-call ids, which the engine has already matched); the
+trailing ones go after the last scripted turn's tool results. A message the request already holds
+in that place is not inserted again. Only main-lane requests of the session are ever spliced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from proxy.content import text_of
+from proxy.trajectory import UserMessage
+
+if TYPE_CHECKING:
+    from proxy.conversation import Conversation
+    from proxy.trajectory import Trajectory
+
+
+@dataclass(frozen=True, slots=True)
+class Insertion:
+    position: int  # insert before this index of the request's message list
+    users: tuple[UserMessage, ...]
+
+
+def plan_splice(conv: Conversation, script: Trajectory, held: int) -> tuple[Insertion, ...]:
+    """Where the user messages go, for a request whose history holds `held` scripted turns."""
+    replies = conv.replies
+    plan: list[Insertion] = []
+    for j in range(held):
+        turn = script.turns[j]
+        if turn.users_before:
+            start = replies[j - 1].position if j > 0 else -1
+            at = replies[j].position
+            _add(plan, conv, at, turn.users_before, start, at)
+    if held == len(script.turns) and held > 0 and script.trailing_users:
+        last = replies[held - 1]
+        ids = {c.id for c in script.turns[-1].tool_calls}
+        results = {r.position for r in conv.results if r.call_id in ids}
+        at = last.position + 1
+        while at in results:
+            at += 1
+        end = replies[held].position if len(replies) > held else conv.message_count
+        _add(plan, conv, at, script.trailing_users, last.position, end)
+    return tuple(plan)
+
+
+def _add(
+    plan: list[Insertion],
+    conv: Conversation,
+    at: int,
+    users: tuple[UserMessage, ...],
+    start: int,
+    end: int,
+) -> None:
+    present = {text for pos, text in conv.users.items() if start < pos < end}
+    missing = tuple(u for u in users if text_of(u.content) not in present)
+    if missing:
+        plan.append(Insertion(at, missing))
+
+
+def apply_chat(messages: list[Any], plan: tuple[Insertion, ...]) -> list[Any]:
+    out = list(messages)
+    for insertion in sorted(plan, key=lambda i: i.position, reverse=True):
+        out[insertion.position : insertion.position] = [
+            {"role": "user", "content": u.content} for u in insertion.users
+        ]
+    return out

@@ -1,0 +1,50 @@
+"""SessionState: everything the proxy knows about one session, small and serialisable."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+
+@dataclass(slots=True)
+class SessionState:
+    id: str
+    created: float
+    last_seen: float
+    # the script the session is bound to, and how it was chosen
+    script_name: str | None = None
+    script_digest: str | None = None
+    script_source: str | None = None  # admin | header | task | unclaimed
+    task_match: bool | None = None
+    turns_total: int = 0
+    # what was served
+    turns_served: int = 0  # the highest turn number served
+    scripted_responses: int = 0  # scripted answers, counting a turn served again to a retry
+    live_since: float | None = None
+    live_reason: str | None = None  # "script used up" | "diverged"
+    divergence: dict[str, Any] | None = None  # the first divergence
+    divergences: int = 0
+    forwarded: dict[str, int] = field(default_factory=dict)  # lane -> requests sent upstream
+    errors: int = 0
+
+    def copy(self) -> SessionState:
+        return replace(self, forwarded=dict(self.forwarded))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SessionState:
+        return cls(**data)
+
+    def bind(
+        self, *, name: str, digest: str, source: str, task_match: bool | None, turns: int
+    ) -> None:
+        self.script_name = name
+        self.script_digest = digest
+        self.script_source = source
+        self.task_match = task_match
+        self.turns_total = turns
+        self.live_since = None
+        self.live_reason = None
+        self.divergence = None

@@ -1,0 +1,93 @@
+"""The one internal model of a saved run: a Trajectory is a task plus a script of Turns.
+
+Every loader produces this, whatever the input format; the engine and the renderers read only this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, kept verbatim from the recording
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """A user message that came after the task; it is spliced into live requests."""
+
+    index: int  # position in the source file
+    content: str | list[Any]  # as recorded: a string or a list of content parts
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    number: int  # 1-based position in the script
+    index: int  # position of the assistant message in the source file
+    text: str
+    reasoning: str | None
+    tool_calls: tuple[ToolCall, ...]
+    users_before: tuple[UserMessage, ...] = ()  # later user messages this turn answered
+
+    @property
+    def final(self) -> bool:
+        """A text-only turn ends the agent loop: it is served with finish_reason "stop"."""
+        return not self.tool_calls
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something in the file that is not replayed, and why."""
+
+    index: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Trajectory:
+    name: str
+    source: str  # the file it came from, or "admin:<session>"
+    format: str
+    digest: str  # sha256 of the source bytes: identifies the script across workers
+    task: str | None
+    system: str | None
+    turns: tuple[Turn, ...]
+    trailing_users: tuple[UserMessage, ...] = ()  # user messages after the last turn
+    tool_outputs: Mapping[str, str] = field(default_factory=dict)  # call id -> recorded output
+    skipped: tuple[Note, ...] = ()
+    dropped: tuple[Note, ...] = ()
+
+    @property
+    def tool_call_count(self) -> int:
+        return sum(len(t.tool_calls) for t in self.turns)
+
+    def summary(self) -> dict[str, Any]:
+        """What `check` prints and the status page shows about the script."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "format": self.format,
+            "task": self.task,
+            "turns": [
+                {
+                    "turn": t.number,
+                    "index": t.index,
+                    "text": t.text,
+                    "reasoning": t.reasoning is not None,
+                    "tool_calls": [
+                        {"id": c.id, "name": c.name, "arguments": c.arguments} for c in t.tool_calls
+                    ],
+                    "final": t.final,
+                    "users_before": [u.index for u in t.users_before],
+                }
+                for t in self.turns
+            ],
+            "trailing_users": [u.index for u in self.trailing_users],
+            "skipped": [{"index": n.index, "reason": n.reason} for n in self.skipped],
+            "dropped": [{"index": n.index, "reason": n.reason} for n in self.dropped],
+        }

@@ -1,0 +1,144 @@
+"""Real servers for tests: an ASGI app under uvicorn on a free loopback port, and a fake upstream.
+
+The listening socket is bound and listening before the server thread starts, so a client can
+connect at once: the kernel queues the connection until uvicorn accepts it. No polling, no sleeps.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+
+@contextmanager
+def running(app: Any) -> Iterator[str]:
+    """Serve `app` on 127.0.0.1:<free port>; yields the base URL (no path)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", log_config=None)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+@dataclass
+class Seen:
+    """One request the fake upstream received."""
+
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+
+Answer = Callable[[Seen], Response]
+
+
+@dataclass
+class FakeUpstream:
+    """Stands in for the LLM: records every request and answers from a queue, else with text."""
+
+    requests: list[Seen] = field(default_factory=list)
+    answers: deque[Answer] = field(default_factory=deque)
+
+    def then(self, *answers: Answer) -> FakeUpstream:
+        self.answers.extend(answers)
+        return self
+
+    @property
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/{path:path}", self._handle, methods=_METHODS)])
+
+    async def _handle(self, request: Request) -> Response:
+        seen = Seen(
+            request.method,
+            request.url.path,
+            request.url.query,
+            {k.lower(): v for k, v in request.headers.items()},
+            await request.body(),
+        )
+        self.requests.append(seen)
+        answer = self.answers.popleft() if self.answers else text("live answer")
+        return answer(seen)
+
+    def posts(self, path: str = "/v1/chat/completions") -> list[Seen]:
+        return [r for r in self.requests if r.method == "POST" and r.path == path]
+
+
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+def _completion(message: dict[str, Any], finish: str, model: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-upstream",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
+
+
+def _respond(seen: Seen, message: dict[str, Any], finish: str) -> Response:
+    body = seen.json
+    model = body.get("model", "m")
+    if not body.get("stream"):
+        return Response(orjson.dumps(_completion(message, finish, model)), media_type="application/json")
+    head = {"id": "chatcmpl-upstream", "object": "chat.completion.chunk", "created": 1, "model": model}
+    deltas: list[dict[str, Any]] = [{"role": "assistant"}]
+    if message.get("content"):
+        deltas.append({"content": message["content"]})
+    for i, call in enumerate(message.get("tool_calls", [])):
+        deltas.append({"tool_calls": [{"index": i, **call}]})
+
+    async def events() -> Any:
+        for delta in deltas:
+            yield b"data: " + orjson.dumps({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}) + b"\n\n"
+        yield b"data: " + orjson.dumps({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}) + b"\n\n"
+        yield b"data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def text(content: str) -> Answer:
+    """A final text answer, as JSON or SSE following the request's `stream`."""
+    return lambda seen: _respond(seen, {"role": "assistant", "content": content}, "stop")
+
+
+def tool_call(name: str, arguments: str, call_id: str) -> Answer:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
+    }
+    return lambda seen: _respond(seen, message, "tool_calls")
+
+
+def status(code: int, body: Any, headers: dict[str, str] | None = None) -> Answer:
+    return lambda seen: Response(orjson.dumps(body), status_code=code, media_type="application/json", headers=headers)
