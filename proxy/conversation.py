@@ -8,8 +8,12 @@ divergence can point at it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from proxy.errors import BadRequest
+from proxy.names import is_valid_name
 
 NOOP_TOOL = "_noop"  # compaction calls carry this stub tool: it counts as no tools
 
@@ -81,3 +85,18 @@ class Conversation:
         """A session key for clients that send no session header: the system prompt and task."""
         digest = hashlib.sha256(f"{self.system}\x00{self.task or ''}".encode()).hexdigest()
         return "fp-" + digest[:24]
+
+
+def session_id(headers: Mapping[str, str], names: Sequence[str], conv: Conversation) -> str:
+    """The first session header present, else a fingerprint of the conversation."""
+    for name in names:
+        value = headers.get(name)
+        if value:
+            if not is_valid_name(value):
+                raise BadRequest(
+                    f"the session header {name} holds {value[:80]!r}, which is not a valid "
+                    "session id (letters, digits and . _ : - only, at most 200)",
+                    param=name,
+                )
+            return value
+    return conv.fingerprint()

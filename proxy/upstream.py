@@ -155,7 +155,7 @@ class PassThrough(Response):
                     {
                         "type": "http.response.start",
                         "status": self.status_code,
-                        "headers": self.headers,
+                        "headers": self.raw_headers,
                     }
                 )
                 try:

@@ -109,8 +109,15 @@ def _respond(seen: Seen, message: dict[str, Any], finish: str) -> Response:
     body = seen.json
     model = body.get("model", "m")
     if not body.get("stream"):
-        return Response(orjson.dumps(_completion(message, finish, model)), media_type="application/json")
-    head = {"id": "chatcmpl-upstream", "object": "chat.completion.chunk", "created": 1, "model": model}
+        return Response(
+            orjson.dumps(_completion(message, finish, model)), media_type="application/json"
+        )
+    head = {
+        "id": "chatcmpl-upstream",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": model,
+    }
     deltas: list[dict[str, Any]] = [{"role": "assistant"}]
     if message.get("content"):
         deltas.append({"content": message["content"]})
@@ -119,8 +126,20 @@ def _respond(seen: Seen, message: dict[str, Any], finish: str) -> Response:
 
     async def events() -> Any:
         for delta in deltas:
-            yield b"data: " + orjson.dumps({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}) + b"\n\n"
-        yield b"data: " + orjson.dumps({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}) + b"\n\n"
+            yield (
+                b"data: "
+                + orjson.dumps(
+                    {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+                )
+                + b"\n\n"
+            )
+        yield (
+            b"data: "
+            + orjson.dumps(
+                {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+            )
+            + b"\n\n"
+        )
         yield b"data: [DONE]\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream")
@@ -135,10 +154,35 @@ def tool_call(name: str, arguments: str, call_id: str) -> Answer:
     message = {
         "role": "assistant",
         "content": None,
-        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        ],
     }
     return lambda seen: _respond(seen, message, "tool_calls")
 
 
 def status(code: int, body: Any, headers: dict[str, str] | None = None) -> Answer:
-    return lambda seen: Response(orjson.dumps(body), status_code=code, media_type="application/json", headers=headers)
+    return lambda seen: Response(
+        orjson.dumps(body), status_code=code, media_type="application/json", headers=headers
+    )
+
+
+@dataclass
+class Gate:
+    """A stream the test controls: the first event goes out at once, the rest when released."""
+
+    released: threading.Event = field(default_factory=threading.Event)
+    closed: threading.Event = field(default_factory=threading.Event)  # set when the stream ends
+
+    def answer(self, seen: Seen) -> Response:
+        import anyio.to_thread
+
+        async def events() -> Any:
+            try:
+                yield b'data: {"choices":[{"index":0,"delta":{"content":"first"}}]}\n\n'
+                await anyio.to_thread.run_sync(self.released.wait, abandon_on_cancel=True)
+                yield b"data: [DONE]\n\n"
+            finally:
+                self.closed.set()
+
+        return StreamingResponse(events(), media_type="text/event-stream")

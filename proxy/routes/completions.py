@@ -10,10 +10,9 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from proxy.conversation import Conversation, Lane
+from proxy.conversation import Conversation, Lane, session_id
 from proxy.engine import Diverged, Forward, Scripted, decide
-from proxy.errors import PROXY_HEADERS, BadRequest, ProxyError, ReplayDiverged
-from proxy.names import is_valid_name
+from proxy.errors import PROXY_HEADERS, ProxyError, ReplayDiverged
 from proxy.parse.chat import parse_chat
 from proxy.render.chat import chat_completion, chat_stream
 from proxy.routes.body import read_json
@@ -34,29 +33,15 @@ async def chat_completions(request: Request) -> Response:
     return await serve(request, runtime, conv, raw, body)
 
 
-def session_key(request: Request, runtime: Runtime, conv: Conversation) -> str:
-    for name in runtime.settings.session_header:
-        value = request.headers.get(name)
-        if value:
-            if not is_valid_name(value):
-                raise BadRequest(
-                    f"the session header {name} holds {value[:80]!r}, which is not a valid session "
-                    "id (letters, digits and . _ : - only, at most 200)",
-                    param=name,
-                )
-            return value
-    return conv.fingerprint()
-
-
 async def serve(
     request: Request, runtime: Runtime, conv: Conversation, raw: bytes, body: dict[str, Any]
 ) -> Response:
     started = time.perf_counter()
-    session = session_key(request, runtime, conv)
+    session = session_id(request.headers, runtime.settings.session_header, conv)
     lane = conv.lane(subagent=runtime.settings.subagent_header in request.headers)
     headers = [(b"x-replay-session", session.encode())]
     if lane is not Lane.MAIN:
-        response = await runtime.forward(request, raw, headers)
+        response = await _forward(request, runtime, session, raw, headers)
         await runtime.sessions.record(session, lane, None)
         _log(session, lane, "upstream", "-", response.status_code, started)
         return response
@@ -96,14 +81,20 @@ async def serve(
         headers.append(
             (b"x-replay-spliced", str(sum(len(i.users) for i in decision.splice)).encode())
         )
-    try:
-        response = await runtime.forward(request, raw, headers)
-    except ProxyError:
-        await runtime.sessions.record_error(session)
-        raise
+    response = await _forward(request, runtime, session, raw, headers)
     await runtime.sessions.record(session, lane, decision)
     _log(session, lane, "upstream", str(decision.reason), response.status_code, started)
     return response
+
+
+async def _forward(
+    request: Request, runtime: Runtime, session: str, raw: bytes, headers: list[tuple[bytes, bytes]]
+) -> Response:
+    try:
+        return await runtime.forward(request, raw, headers)
+    except ProxyError:
+        await runtime.sessions.record_error(session)  # the status says it was not answered
+        raise
 
 
 def _scripted(

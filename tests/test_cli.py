@@ -1,0 +1,141 @@
+"""The command line as a user runs it: a real process, real flags, real env vars."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import ROOT
+
+TRAJ = ROOT / "examples" / "greeting.json"
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "proxy", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+    )
+
+
+@contextmanager
+def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`replay-proxy serve --port 0 ...`; yields the URL it prints once it is bound."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # blocks until the server has bound its socket
+        assert "listening on " in line, line + (process.stderr.read() if process.stderr else "")
+        yield line.rsplit("listening on ", 1)[1].strip()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_check_describes_a_trajectory() -> None:
+    result = run("check", str(TRAJ))
+    assert result.returncode == 0
+    out = result.stdout
+    assert "chat, 3 turns, 3 tool calls" in out
+    assert "turn 1 (message 2): 1 tool call(s), reasoning" in out
+    assert "user message 6 comes before turn 3 (spliced live)" in out
+    assert "bash [call_greet_3]" in out
+
+
+def test_check_json_and_reports_every_skip(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "task"},
+                {"role": "assistant", "content": ""},
+                {"role": "assistant", "content": "done"},
+                {"role": "user", "content": "ignored"},
+            ]
+        )
+    )
+    text = run("check", str(path))
+    assert "skipped message 1: empty assistant message" in text.stdout
+    assert (
+        "dropped message 3: user message after the final text-only turn (message 2)" in text.stdout
+    )
+    described = json.loads(run("check", "--json", str(path)).stdout)
+    assert described[0]["turns"][0]["final"] is True
+    assert described[0]["skipped"] == [{"index": 1, "reason": "empty assistant message"}]
+
+
+def test_check_exits_1_with_file_and_index_on_a_bad_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "t"},
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"function": {"name": "x", "arguments": "{"}}],
+                },
+            ]
+        )
+    )
+    result = run("check", str(TRAJ), str(bad))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"{bad}:1: tool_calls[0].function.arguments is not valid JSON")
+    assert "3 turns" in result.stdout  # the good file is still described
+
+
+def test_serve_reports_bad_files_and_flags_before_binding(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("[{")
+    result = run("serve", "--trajectory", str(bad), "--port", "0")
+    assert result.returncode == 1 and f"{bad}: not valid JSON" in result.stderr
+    assert "listening" not in result.stdout
+    flag = run("serve", "--upstream", "ftp://x", "--port", "0")
+    assert flag.returncode == 2 and "--upstream" in flag.stderr and "not an http" in flag.stderr
+    env = run("serve", env={"REPLAY_PROXY_ON_DIVERGENCE": "sometimes", "REPLAY_PROXY_PORT": "0"})
+    assert env.returncode == 2 and "--on-divergence" in env.stderr
+
+
+def test_serve_with_env_configuration_replays_the_bundled_example() -> None:
+    env = {"REPLAY_PROXY_TRAJECTORY": str(TRAJ), "REPLAY_PROXY_ADMIN_TOKEN": "tok"}
+    with serving(env=env) as url:
+        body = json.loads(TRAJ.read_text())
+        request = {
+            "model": "m",
+            "messages": body[:2],
+            "tools": [{"type": "function", "function": {"name": "bash", "parameters": {}}}],
+        }
+        r = httpx.post(url + "/chat/completions", json=request)
+        assert r.headers["x-replay-turn"] == "1/3"
+        assert r.json()["choices"][0]["message"]["tool_calls"][0]["id"] == "call_greet_1"
+        admin = url.removesuffix("/v1") + "/replay/sessions"
+        assert httpx.get(admin).status_code == 401
+        assert (
+            httpx.get(admin, headers={"authorization": "Bearer tok"}).json()["data"][0][
+                "turns_served"
+            ]
+            == 1
+        )
+
+
+def test_python_dash_m_and_the_console_script_are_the_same_program() -> None:
+    script = Path(sys.executable).parent / "replay-proxy"
+    result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "serve" in result.stdout and "check" in result.stdout
+    assert run("--help").stdout == result.stdout

@@ -1,0 +1,49 @@
+"""Forwarded streams pass through as they arrive, and a client that leaves closes the upstream."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.conftest import ProxyFactory
+from tests.servers import FakeUpstream, Gate
+
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+
+def test_the_first_event_arrives_before_the_upstream_sends_the_rest(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str]
+) -> None:
+    fake, upstream_url = upstream
+    gate = Gate()
+    fake.then(gate.answer)
+    try:
+        with (
+            proxy(upstream=upstream_url) as url,
+            httpx.stream("POST", url + "/chat/completions", json=BODY) as r,
+        ):
+            lines = r.iter_lines()
+            assert next(lines) == 'data: {"choices":[{"index":0,"delta":{"content":"first"}}]}'
+            assert (
+                not gate.released.is_set()
+            )  # it came through while the upstream still held the rest
+            gate.released.set()
+            assert [line for line in lines if line] == ["data: [DONE]"]
+    finally:
+        gate.released.set()
+
+
+def test_a_client_that_disconnects_closes_its_upstream_request(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str]
+) -> None:
+    fake, upstream_url = upstream
+    gate = Gate()
+    fake.then(gate.answer)
+    try:
+        with proxy(upstream=upstream_url) as url:
+            with httpx.stream("POST", url + "/chat/completions", json=BODY) as r:
+                assert next(r.iter_lines()).startswith("data: ")
+            # the client has gone; the upstream stream must end without being released
+            assert gate.closed.wait(timeout=20)
+            assert not gate.released.is_set()
+    finally:
+        gate.released.set()
