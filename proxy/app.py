@@ -12,12 +12,17 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from proxy.config import Settings
+from proxy.dumps import Dumper
+from proxy.engine import Mode, Rules
 from proxy.errors import BadRequest, NotFound, ProxyError, error_response
 from proxy.library import Library
+from proxy.normalize import compile_masks
+from proxy.recording import Recorder
 from proxy.routes import admin, completions, forward, health
 from proxy.runtime import Runtime
 from proxy.sessions import Sessions
 from proxy.store import Store, open_store
+from proxy.strict import StrictReplay
 from proxy.upstream import Upstream
 
 log = logging.getLogger("proxy")
@@ -42,12 +47,28 @@ def create_app(
             connect_timeout=settings.connect_timeout,
             read_timeout=settings.read_timeout,
         )
+    masks = compile_masks(settings.mask)
+    secrets = tuple(
+        s.get_secret_value()
+        for s in (settings.upstream_api_key, settings.admin_token)
+        if s is not None
+    )
+    rules = Rules(
+        on_divergence=settings.on_divergence,
+        on_observation=settings.on_observation_divergence,
+        after_script=settings.after_script,
+        strict=StrictReplay(masks) if settings.mode is Mode.STRICT else None,
+        masks=masks,
+    )
     runtime = Runtime(
         settings=settings,
         store=store,
         library=library,
         sessions=Sessions(store, library, bind_on_task=settings.bind_on_task),
         upstream=upstream,
+        rules=rules,
+        recorder=Recorder(settings.record_dir, secrets) if settings.record_dir else None,
+        dumper=Dumper(settings.dump_dir, secrets) if settings.dump_dir else None,
     )
 
     @asynccontextmanager
@@ -57,6 +78,9 @@ def create_app(
         finally:
             await runtime.upstream.aclose()
             await runtime.store.close()
+            for writer in (runtime.recorder, runtime.dumper):
+                if writer is not None:
+                    writer.close()
 
     app = FastAPI(
         title="replay-proxy", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 import socket
 import sys
 from collections.abc import Sequence
@@ -19,10 +20,12 @@ import uvicorn
 from pydantic import ValidationError
 
 from proxy.config import DEFAULT_SESSION_HEADERS, Settings
-from proxy.engine import DivergencePolicy
+from proxy.diff import diff
+from proxy.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
 from proxy.errors import LoadError
 from proxy.library import Library, LibraryError
 from proxy.loaders import load_file
+from proxy.normalize import compile_masks
 from proxy.trajectory import Trajectory
 
 EXIT_BAD_FILE = 1
@@ -76,12 +79,43 @@ def _parser() -> argparse.ArgumentParser:
         choices=[p.value for p in DivergencePolicy],
         help="when the history disagrees with the script: answer an error, or go live (default error)",
     )
+    serve.add_argument(
+        "--mode",
+        choices=[m.value for m in Mode],
+        help="resume: replay, then go live (default); strict: replay only, compare every request",
+    )
+    serve.add_argument(
+        "--mask",
+        metavar="REGEX",
+        action="append",
+        help="text that may differ between runs (dates, paths); masked before comparing (repeatable)",
+    )
+    serve.add_argument(
+        "--on-observation-divergence",
+        choices=[p.value for p in ObservationPolicy],
+        help="when a tool result differs from the recorded one (default warn)",
+    )
+    serve.add_argument(
+        "--after-script",
+        choices=[a.value for a in AfterScript],
+        help="when the script is used up: go live (default) or stop with a final text turn",
+    )
+    serve.add_argument("--record-dir", metavar="DIR", type=Path, help="record every exchange here")
+    serve.add_argument("--dump-dir", metavar="DIR", type=Path, help="dump live completions here")
     serve.add_argument("--admin-token", metavar="TOKEN", help="Bearer token for /replay/*")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
 
     check = commands.add_parser("check", help="describe what trajectory files will replay")
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
     check.add_argument("--json", action="store_true", help="print the description as JSON")
+    compare = commands.add_parser(
+        "diff", help="compare two trajectories or recordings step by step"
+    )
+    compare.add_argument("a", type=Path, metavar="A")
+    compare.add_argument("b", type=Path, metavar="B")
+    compare.add_argument(
+        "--mask", metavar="REGEX", action="append", default=[], help="ignore matches (repeatable)"
+    )
     return parser
 
 
@@ -90,14 +124,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.pop("command")
     if command == "check":
         return check(args["files"], as_json=args["json"])
+    if command == "diff":
+        return compare(args["a"], args["b"], args["mask"])
     return serve(args)
 
 
 def _settings(flags: dict[str, Any]) -> Settings:
     if "trajectory" in flags:
         flags["trajectory"] = tuple(flags["trajectory"])
-    if "session_header" in flags:
-        flags["session_header"] = tuple(flags["session_header"])
+    for name in ("session_header", "mask"):
+        if name in flags:
+            flags[name] = tuple(flags[name])
     return Settings(**flags)
 
 
@@ -169,6 +206,25 @@ def check(files: Sequence[Path], *, as_json: bool = False) -> int:
     if as_json:
         sys.stdout.write(orjson.dumps(described, option=orjson.OPT_INDENT_2).decode() + "\n")
     return EXIT_BAD_FILE if failed else 0
+
+
+def compare(a: Path, b: Path, masks: Sequence[str]) -> int:
+    try:
+        patterns = compile_masks(masks)
+    except re.error as exc:
+        print(f"replay-proxy: --mask: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        left, right = load_file(a), load_file(b)
+    except LoadError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_BAD_FILE
+    reports = diff(left, right, patterns)
+    for report in reports:
+        print(report)
+    if not reports:
+        print(f"{a} and {b} agree step for step")
+    return EXIT_BAD_FILE if reports else 0
 
 
 def _short(text: str, limit: int = 100) -> str:

@@ -6,6 +6,7 @@ List settings take a comma-separated value in the environment
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from proxy.engine import DivergencePolicy
+from proxy.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
 
 DEFAULT_SESSION_HEADERS = (
     "x-session-affinity",
@@ -44,6 +45,12 @@ class Settings(BaseSettings):
     subagent_header: str = "x-parent-session-id"
     bind_on_task: bool = False
     on_divergence: DivergencePolicy = DivergencePolicy.ERROR
+    on_observation_divergence: ObservationPolicy = ObservationPolicy.WARN
+    after_script: AfterScript = AfterScript.LIVE
+    mode: Mode = Mode.RESUME
+    mask: Annotated[tuple[str, ...], NoDecode] = ()
+    record_dir: Path | None = None
+    dump_dir: Path | None = None
     admin_token: SecretStr | None = None
     log_level: LogLevel = LogLevel.INFO
     store: str = "memory://"
@@ -56,6 +63,24 @@ class Settings(BaseSettings):
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("mask", mode="before")
+    @classmethod
+    def _one_per_line(cls, value: Any) -> Any:
+        # a regex may hold commas, so the environment variable takes one pattern per line
+        if isinstance(value, str):
+            return tuple(line for line in value.splitlines() if line)
+        return value
+
+    @field_validator("mask")
+    @classmethod
+    def _compiles(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
         return value
 
     @field_validator("session_header")

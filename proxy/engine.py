@@ -1,26 +1,52 @@
-"""The per-request decision, pure: (script, session flags, request) -> Scripted | Forward | Diverged.
+"""The per-request decision, pure: (script, session flags, request) -> what the request gets.
 
 Turn k is due when the request history holds exactly the first k scripted turns, matched by
 tool-call id (text-only turns by their text). It is derived from the history, never from a
 counter, so a retried or re-sent request gets the same turn again, and two concurrent requests
 with the same history get the same turn.
+
+    Scripted(turn)   serve the turn
+    Forward(reason)  send upstream (with the splice, once the script is used up)
+    Stop             --after-script stop: the script is used up; answer a final text turn
+    Diverged         answer an error naming the first difference
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
+
+import orjson
 
 from proxy.conversation import Conversation, Reply
-from proxy.difference import Difference, around, first_mismatch, render
+from proxy.difference import Difference, around, first_difference, first_mismatch, render
+from proxy.normalize import normalize
 from proxy.splice import Insertion, plan_splice
+from proxy.strict import StrictReplay
 from proxy.trajectory import Trajectory, Turn
 
 
 class DivergencePolicy(StrEnum):
     ERROR = "error"  # answer with an error naming the first difference
     LIVE = "live"  # forward this request and the rest of the session upstream
+
+
+class ObservationPolicy(StrEnum):
+    WARN = "warn"  # report it in the session status and the log
+    LIVE = "live"  # the session goes live from there
+    ERROR = "error"  # answer with an error naming the first difference
+
+
+class AfterScript(StrEnum):
+    LIVE = "live"  # forward to the upstream: the agent continues with the real model
+    STOP = "stop"  # answer a final text turn: the agent halts, no model involved
+
+
+class Mode(StrEnum):
+    RESUME = "resume"
+    STRICT = "strict"
 
 
 class ForwardReason(StrEnum):
@@ -30,22 +56,46 @@ class ForwardReason(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Rules:
+    on_divergence: DivergencePolicy = DivergencePolicy.ERROR
+    on_observation: ObservationPolicy = ObservationPolicy.WARN
+    after_script: AfterScript = AfterScript.LIVE
+    strict: StrictReplay | None = None  # set in --mode strict
+    masks: tuple[re.Pattern[str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Divergence:
-    turn: int  # 1-based number of the turn the history disagrees at
+    turn: int  # 1-based number of the turn (the step) the request disagrees at
     reason: str
     difference: Difference
+    kind: str = "history"  # history | observation | request | beyond
 
     def describe(self) -> str:
         return f"{self.reason}: {self.difference.describe()}"
 
     def as_dict(self) -> dict[str, object]:
-        return {"turn": self.turn, "reason": self.reason, **self.difference.as_dict()}
+        return {
+            "turn": self.turn,
+            "kind": self.kind,
+            "reason": self.reason,
+            **self.difference.as_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Observations:
+    """What the request's tool results say about the scripted calls."""
+
+    returned: tuple[str, ...] = ()  # scripted call ids whose results the request holds
+    divergence: Divergence | None = None  # a result that differs from the recorded output
 
 
 @dataclass(frozen=True, slots=True)
 class Scripted:
     turn: Turn
     total: int
+    observations: Observations = field(default_factory=Observations)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +104,23 @@ class Forward:
     held: int = 0  # scripted turns the history holds
     splice: tuple[Insertion, ...] = ()
     divergence: Divergence | None = None  # set when the session goes live on a divergence
+    observations: Observations = field(default_factory=Observations)
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    total: int
+    observations: Observations = field(default_factory=Observations)
 
 
 @dataclass(frozen=True, slots=True)
 class Diverged:
     divergence: Divergence
     total: int
+    observations: Observations = field(default_factory=Observations)
 
 
-Decision = Scripted | Forward | Diverged
+Decision = Scripted | Forward | Stop | Diverged
 
 
 def decide(
@@ -70,7 +128,8 @@ def decide(
     script: Trajectory | None,
     *,
     live_after_divergence: bool = False,
-    policy: DivergencePolicy = DivergencePolicy.ERROR,
+    rules: Rules = Rules(),
+    body: Any = None,
 ) -> Decision:
     """The decision for a main-lane request (tool-bearing, not a subagent's)."""
     if script is None:
@@ -78,17 +137,32 @@ def decide(
     if live_after_divergence:
         return Forward(ForwardReason.DIVERGED)
     turns = script.turns
+    total = len(turns)
     held, divergence = match_history(conv, turns)
-    if divergence is None and held < len(turns):
+    seen = observe(conv, script, held, rules.masks) if divergence is None else Observations()
+    judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
+    if divergence is None and seen.divergence is not None and judged:
+        divergence = seen.divergence
+    if divergence is None and rules.strict is not None:
+        divergence = _strict_step(conv, script, held, rules.strict, body)
+    if divergence is None and held < total:
         divergence = _missing_tool(conv, turns[held])
         if divergence is None:
-            return Scripted(turns[held], len(turns))
+            return Scripted(turns[held], total, seen)
     if divergence is not None:
-        if policy is DivergencePolicy.LIVE:
-            splice = plan_splice(conv, script, held)
-            return Forward(ForwardReason.DIVERGED, held, splice, divergence)
-        return Diverged(divergence, len(turns))
-    return Forward(ForwardReason.SCRIPT_DONE, held, plan_splice(conv, script, held))
+        go_live = (
+            rules.on_observation is ObservationPolicy.LIVE
+            if divergence.kind == "observation"
+            else rules.on_divergence is DivergencePolicy.LIVE
+        )
+        if go_live and rules.strict is None:
+            return Forward(
+                ForwardReason.DIVERGED, held, plan_splice(conv, script, held), divergence, seen
+            )
+        return Diverged(divergence, total, seen)
+    if rules.after_script is AfterScript.STOP:
+        return Stop(total, seen)
+    return Forward(ForwardReason.SCRIPT_DONE, held, plan_splice(conv, script, held), None, seen)
 
 
 def match_history(conv: Conversation, turns: tuple[Turn, ...]) -> tuple[int, Divergence | None]:
@@ -103,6 +177,73 @@ def match_history(conv: Conversation, turns: tuple[Turn, ...]) -> tuple[int, Div
             reason = f"the history's assistant message {i + 1} is not scripted turn {i + 1}"
             return i, Divergence(i + 1, reason, difference)
     return len(conv.replies), None
+
+
+def observe(
+    conv: Conversation, script: Trajectory, held: int, masks: tuple[re.Pattern[str], ...]
+) -> Observations:
+    """Which scripted calls have results in the request, and whether the newest ones match the
+    recorded outputs (older ones were checked when they were newest)."""
+    if held == 0 or not conv.results:
+        return Observations()
+    results = {r.call_id: r for r in conv.results}
+    returned = tuple(c.id for t in script.turns[:held] for c in t.tool_calls if c.id in results)
+    newest = script.turns[held - 1]
+    for call in newest.tool_calls:
+        result = results.get(call.id)
+        recorded = script.tool_outputs.get(call.id)
+        if result is None or recorded is None:
+            continue
+        difference = first_difference(
+            _output(recorded, masks), _output(result.output, masks), result.path + ".content"
+        )
+        if difference is not None:
+            reason = f"the result of {call.name} call {call.id} differs from the recorded output"
+            return Observations(
+                returned, Divergence(newest.number, reason, difference, "observation")
+            )
+    return Observations(returned)
+
+
+def _output(text: str, masks: tuple[re.Pattern[str], ...]) -> Any:
+    """Tool output as compared: JSON output by value, text with the masks applied."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and (value := _json(stripped)) is not None:
+        return normalize(value, masks, body=False)
+    return normalize(text, masks, body=False)
+
+
+def _json(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _strict_step(
+    conv: Conversation, script: Trajectory, held: int, strict: StrictReplay, body: Any
+) -> Divergence | None:
+    total = len(script.turns)
+    if held >= total:
+        return Divergence(
+            held + 1,
+            f"the run asked for step {held + 1} but {script.source} holds only {total}; "
+            "the agent is taking more steps than when this was recorded",
+            Difference("", f"at most {total} steps", f"step {held + 1}"),
+            "beyond",
+        )
+    recorded = script.turns[held].recorded
+    if recorded is None:
+        return None  # a plain trajectory has no recorded requests: only the history is checked
+    difference = strict.compare(recorded, body)
+    if difference is None:
+        return None
+    return Divergence(
+        held + 1,
+        f"the request differs from the recorded request of step {held + 1}",
+        difference,
+        "request",
+    )
 
 
 def _compare(reply: Reply, turn: Turn) -> Difference | None:

@@ -79,6 +79,9 @@ class Library:
     def __len__(self) -> int:
         return len(self._by_name)
 
+    def all(self) -> list[Trajectory]:
+        return list(self._by_name.values())
+
     def named(self, name: str) -> Trajectory | None:
         return self._by_name.get(name)
 

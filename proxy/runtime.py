@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from fastapi import Request
 
 from proxy.config import Settings
+from proxy.dumps import Dumper
+from proxy.engine import Rules
 from proxy.library import Library
+from proxy.recording import Exchange, Recorder
 from proxy.sessions import Sessions
 from proxy.store import Store
+from proxy.tap import Tap, client_secrets
 from proxy.upstream import PassThrough, Upstream
 
 
@@ -20,9 +25,35 @@ class Runtime:
     library: Library
     sessions: Sessions
     upstream: Upstream
+    rules: Rules
+    recorder: Recorder | None = None
+    dumper: Dumper | None = None
+
+    @property
+    def strict(self) -> bool:
+        return self.rules.strict is not None
+
+    def tap(
+        self, request: Request, exchange: Exchange, *, perf_start: float, dump: bool
+    ) -> Tap | None:
+        """A Tap for this exchange, or None when nothing is recorded or dumped."""
+        dumper = self.dumper if dump else None
+        if self.recorder is None and dumper is None:
+            return None
+        return Tap(
+            exchange,
+            recorder=self.recorder,
+            dumper=dumper,
+            secrets=client_secrets(request.headers),
+            perf_start=perf_start,
+        )
 
     async def forward(
-        self, request: Request, body: bytes, headers: list[tuple[bytes, bytes]]
+        self,
+        request: Request,
+        body: bytes,
+        headers: list[tuple[bytes, bytes]],
+        tap: Tap | None = None,
     ) -> PassThrough:
         response = await self.upstream.send(
             request.method,
@@ -30,6 +61,23 @@ class Runtime:
             request.url.query,
             request.headers.raw,
             body,
+            on_complete=tap.forwarded if tap is not None else None,
         )
         response.raw_headers.extend(headers)
         return response
+
+
+def new_exchange(
+    request: Request, *, session: str, lane: str, api: str, body: object, stream: bool
+) -> Exchange:
+    return Exchange(
+        session=session,
+        lane=lane,
+        api=api,
+        method=request.method,
+        path=request.url.path,
+        source="",
+        request=body,
+        stream=stream,
+        started=time.time(),
+    )

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from proxy.conversation import Conversation, Lane
-from proxy.engine import Decision, Diverged, Forward, ForwardReason, Scripted
+from proxy.engine import Decision, Diverged, Divergence, Forward, ForwardReason, Scripted, Stop
 from proxy.errors import BadRequest, NotFound
 from proxy.library import Library
 from proxy.names import is_valid_name
+from proxy.status import report
 from proxy.store import Store
 from proxy.store.state import SessionState
 from proxy.trajectory import Trajectory
@@ -41,7 +41,7 @@ class Sessions:
         """The session's script, binding one first if it has none."""
         state = await self.store.get(session)
         if state is not None and state.script_digest is not None:
-            trajectory = await self._resolve(state)
+            trajectory = await self.resolve(state)
             if state.task_match is None and trajectory is not None and trajectory.task is not None:
                 match = _same_task(trajectory.task, conv.task)  # an admin script, first request
 
@@ -67,10 +67,10 @@ class Sessions:
 
         state = await self.store.update(session, bind, now=time.time())
         if state.script_digest != trajectory.digest:
-            return Binding(await self._resolve(state), state)
+            return Binding(await self.resolve(state), state)
         return Binding(trajectory, state)
 
-    async def _resolve(self, state: SessionState) -> Trajectory | None:
+    async def resolve(self, state: SessionState) -> Trajectory | None:
         assert state.script_digest is not None and state.script_name is not None
         if state.script_source == "admin":
             cached = self.library.cached(state.script_digest)
@@ -109,66 +109,62 @@ class Sessions:
 
     async def status(self, state: SessionState) -> dict[str, Any]:
         """The exact status of a session, as the admin API reports it."""
-        script: dict[str, Any] | None = None
-        if state.script_digest is not None:
-            trajectory = await self._resolve(state)
-            script = {
-                "name": state.script_name,
-                "source": state.script_source,
-                "task_match": state.task_match,
-                "turns_total": state.turns_total,
-                "tool_calls": trajectory.tool_call_count if trajectory else None,
-                "skipped": [{"index": n.index, "reason": n.reason} for n in trajectory.skipped]
-                if trajectory
-                else [],
-                "dropped": [{"index": n.index, "reason": n.reason} for n in trajectory.dropped]
-                if trajectory
-                else [],
-            }
-        divergence = dict(state.divergence) if state.divergence else None
-        if divergence is not None:
-            divergence["at"] = _iso(divergence.get("at"))
-        return {
-            "session": state.id,
-            "phase": phase(state),
-            "script": script,
-            "turns_served": state.turns_served,
-            "scripted_responses": state.scripted_responses,
-            "divergence": divergence,
-            "divergences": state.divergences,
-            "live_since": _iso(state.live_since),
-            "live_reason": state.live_reason,
-            "forwarded": {lane.value: state.forwarded.get(lane.value, 0) for lane in Lane},
-            "errors": state.errors,
-            "created": _iso(state.created),
-            "last_seen": _iso(state.last_seen),
-        }
+        trajectory = await self.resolve(state) if state.script_digest is not None else None
+        return report(state, trajectory)
 
-    async def record(self, session: str, lane: Lane, decision: Decision | None) -> SessionState:
-        """Count what a request got. `decision` is None for requests outside the main lane."""
+    async def record(
+        self, session: str, lane: Lane, decision: Decision | None, *, messages: int = 0
+    ) -> SessionState:
+        """Count what a request got. `decision` is None for requests outside the main lane;
+        `messages` is the request's message count (the replay/live boundary for dumps)."""
         now = time.time()
 
         def change(s: SessionState) -> None:
             if decision is None or isinstance(decision, Forward):
                 s.forwarded[lane] = s.forwarded.get(lane, 0) + 1
+            if decision is None:
+                return
+            returned = decision.observations.returned
+            if returned and len(returned) > len(s.results_returned):
+                s.results_returned = list(returned)  # the history only grows
+            observed = decision.observations.divergence
+            if observed is not None:
+                s.observation_diffs += 1
+                if s.observation is None:
+                    s.observation = {**observed.as_dict(), "at": now}
             if isinstance(decision, Scripted):
                 s.scripted_responses += 1
                 s.turns_served = max(s.turns_served, decision.turn.number)
+            elif isinstance(decision, Stop):
+                s.stops += 1
             elif isinstance(decision, Diverged):
-                s.divergences += 1
-                if s.divergence is None:
-                    s.divergence = {**decision.divergence.as_dict(), "at": now}
-            elif isinstance(decision, Forward) and decision.reason is not ForwardReason.NO_SCRIPT:
-                if s.live_since is None:
+                _note_divergence(s, decision.divergence, now)
+            elif isinstance(decision, Forward):
+                if s.prefix_messages is None:
+                    s.prefix_messages = messages
+                if decision.reason is not ForwardReason.NO_SCRIPT and s.live_since is None:
                     s.live_since = now
                     s.live_reason = str(decision.reason)
                 if decision.divergence is not None:
                     s.live_reason = str(ForwardReason.DIVERGED)  # live for good from here
-                    s.divergences += 1
-                    if s.divergence is None:
-                        s.divergence = {**decision.divergence.as_dict(), "at": now}
+                    _note_divergence(s, decision.divergence, now)
 
         return await self.store.update(session, change, now=now)
+
+    async def use_recorded(self, session: str, candidates: list[str]) -> str | None:
+        """Strict mode: take the first candidate exchange not yet used to answer this session."""
+        taken: list[str] = []
+
+        def change(s: SessionState) -> None:
+            taken.clear()
+            for index in candidates:
+                if index not in s.recorded_used:
+                    s.recorded_used.append(index)
+                    taken.append(index)
+                    return
+
+        await self.store.update(session, change, now=time.time())
+        return taken[0] if taken else None
 
     async def record_error(self, session: str) -> None:
         def change(s: SessionState) -> None:
@@ -177,22 +173,13 @@ class Sessions:
         await self.store.update(session, change, now=time.time())
 
 
+def _note_divergence(s: SessionState, divergence: Divergence, now: float) -> None:
+    if divergence.kind == "observation":
+        return  # counted with the observations
+    s.divergences += 1
+    if s.divergence is None:
+        s.divergence = {**divergence.as_dict(), "at": now}
+
+
 def _same_task(recorded: str, sent: str | None) -> bool:
     return sent is not None and recorded.strip() == sent.strip()
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def phase(state: SessionState) -> str:
-    """unscripted | replaying | served | diverged | live"""
-    if state.script_digest is None:
-        return "unscripted"
-    if state.live_since is not None:
-        return "live"
-    if state.divergence is not None:
-        return "diverged"
-    return "replaying" if state.turns_served < state.turns_total else "served"

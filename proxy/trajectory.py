@@ -26,6 +26,21 @@ class UserMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class Recorded:
+    """One exchange of a recording, kept whole for strict replay."""
+
+    index: int  # line index in the recording
+    lane: str
+    method: str
+    path: str
+    request: Any  # the body the client sent
+    status: int
+    stream: bool
+    content_type: str
+    body: bytes  # the answer exactly as it was sent: a JSON body or the SSE events
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     number: int  # 1-based position in the script
     index: int  # position of the assistant message in the source file
@@ -33,6 +48,7 @@ class Turn:
     reasoning: str | None
     tool_calls: tuple[ToolCall, ...]
     users_before: tuple[UserMessage, ...] = ()  # later user messages this turn answered
+    recorded: Recorded | None = None  # the exchange that produced it, when from a recording
 
     @property
     def final(self) -> bool:
@@ -61,6 +77,7 @@ class Trajectory:
     tool_outputs: Mapping[str, str] = field(default_factory=dict)  # call id -> recorded output
     skipped: tuple[Note, ...] = ()
     dropped: tuple[Note, ...] = ()
+    side: tuple[Recorded, ...] = ()  # a recording's exchanges outside the main lane
 
     @property
     def tool_call_count(self) -> int:

@@ -8,6 +8,9 @@ Failures before the response starts become OpenAI-shaped errors naming the upstr
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -80,8 +83,13 @@ class Upstream:
         url = self.base_url + rest
         return f"{url}?{query}" if query else url
 
-    def request_headers(self, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    def request_headers(
+        self, headers: list[tuple[bytes, bytes]], *, identity: bool = False
+    ) -> list[tuple[bytes, bytes]]:
+        """`identity`: ask for an uncompressed answer (the proxy keeps a copy to record)."""
         drop = set(_NOT_FORWARDED)
+        if identity:
+            drop.add("accept-encoding")
         for raw, value in headers:
             if raw.lower() == b"connection":  # headers named in Connection are hop-by-hop too
                 drop.update(v.strip().lower() for v in value.decode("latin-1").split(","))
@@ -95,6 +103,8 @@ class Upstream:
                 used.add(name)
                 continue
             out.append((raw_name, value))
+        if identity:
+            out.append((b"accept-encoding", b"identity"))
         if self._api_key is not None:
             if "x-api-key" in used:  # an Anthropic client: keep its way of sending the key
                 out.append((b"x-api-key", self._api_key.encode()))
@@ -109,10 +119,15 @@ class Upstream:
         query: str,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
+        *,
+        on_complete: OnComplete | None = None,
     ) -> PassThrough:
         url = self.url_for(path, query)
         request = self._client.build_request(
-            method, url, headers=self.request_headers(headers), content=body
+            method,
+            url,
+            headers=self.request_headers(headers, identity=on_complete is not None),
+            content=body,
         )
         try:
             response = await self._client.send(request, stream=True)
@@ -124,7 +139,7 @@ class Upstream:
             raise UpstreamUnreachable(
                 f"the upstream {self.name} cannot be reached: {_reason(exc)}"
             ) from None
-        return PassThrough(response)
+        return PassThrough(response, on_complete=on_complete)
 
 
 def _reason(exc: httpx.HTTPError) -> str:
@@ -132,10 +147,32 @@ def _reason(exc: httpx.HTTPError) -> str:
     return text.split("\n")[0]
 
 
-class PassThrough(Response):
-    """An ASGI response that streams an upstream response through and always closes it."""
+@dataclass(slots=True)
+class Captured:
+    """What went through a PassThrough, for the recorder and the dumper."""
 
-    def __init__(self, response: httpx.Response) -> None:
+    status: int
+    content_type: str
+    body: bytearray = field(default_factory=bytearray)
+    first_byte: float | None = None  # time.perf_counter() of the first body chunk
+    error: str | None = None  # the stream broke off, or the client left
+    complete: bool = False
+
+
+OnComplete = Callable[[Captured], Awaitable[None]]
+
+# The final event of a stream: held back until on_complete is done (a dump must be whole on disk
+# before the client can see the end of its answer).
+_TERMINAL = (b"data: [DONE]", b"event: response.completed", b"event: message_stop")
+
+
+class PassThrough(Response):
+    """An ASGI response that streams an upstream response through and always closes it.
+
+    With `on_complete`, the bytes are also kept, and `on_complete` runs before the end of the
+    answer is released: for a stream, the final event is held back; a JSON body is held whole."""
+
+    def __init__(self, response: httpx.Response, *, on_complete: OnComplete | None = None) -> None:
         self.response = response
         self.status_code = response.status_code
         self.background = None
@@ -145,45 +182,71 @@ class PassThrough(Response):
             if name.decode("latin-1").lower() not in HOP_BY_HOP
         ]
         self.raw_headers.append((b"x-replay-source", b"upstream"))
-        self._is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
+        self.content_type = response.headers.get("content-type", "")
+        self.is_sse = self.content_type.startswith("text/event-stream")
+        self.on_complete = on_complete
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        captured = Captured(self.status_code, self.content_type) if self.on_complete else None
+        reported = False
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(self._close_on_disconnect, receive, group.cancel_scope)
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": self.status_code,
-                        "headers": self.raw_headers,
-                    }
-                )
+                start = {
+                    "type": "http.response.start",
+                    "status": self.status_code,
+                    "headers": self.raw_headers,
+                }
+                await send(start)
+                held = b""
                 try:
                     async for chunk in self.response.aiter_raw():
-                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                        if captured is not None:
+                            if captured.first_byte is None:
+                                captured.first_byte = time.perf_counter()
+                            captured.body += chunk
+                            chunk, held = self._hold(chunk, held)
+                        if chunk:
+                            await send(
+                                {"type": "http.response.body", "body": chunk, "more_body": True}
+                            )
                 except httpx.HTTPError as exc:
                     reason = f"the upstream stream broke off: {_reason(exc)}"
                     log.warning(reason)
-                    if not self._is_sse:
+                    if captured is not None:
+                        captured.error = reason
+                    if not self.is_sse:
                         raise  # the client sees a cut response, never a short one that looks whole
-                    event = {
+                    error = {
                         "error": {
                             "message": reason,
                             "type": "upstream_error",
                             "code": "upstream_stream_broken",
                         }
                     }
-                    await send(
-                        {
-                            "type": "http.response.body",
-                            "body": b"data: " + orjson.dumps(event) + b"\n\n",
-                            "more_body": True,
-                        }
-                    )
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    held += b"data: " + orjson.dumps(error) + b"\n\n"
+                if captured is not None and self.on_complete is not None:
+                    captured.complete = captured.error is None
+                    reported = True
+                    await self.on_complete(captured)
+                await send({"type": "http.response.body", "body": held, "more_body": False})
                 group.cancel_scope.cancel()
         finally:
             await self.response.aclose()
+            if captured is not None and self.on_complete is not None and not reported:
+                captured.error = captured.error or "the client disconnected before the end"
+                with anyio.CancelScope(shield=True):
+                    await self.on_complete(captured)
+
+    def _hold(self, chunk: bytes, held: bytes) -> tuple[bytes, bytes]:
+        """Split a chunk into what goes out now and what waits for on_complete."""
+        if held or not self.is_sse:
+            return b"", held + chunk
+        for marker in _TERMINAL:
+            at = chunk.find(marker)
+            if at >= 0:
+                return chunk[:at], chunk[at:]
+        return chunk, b""
 
     @staticmethod
     async def _close_on_disconnect(receive: Receive, scope: Any) -> None:

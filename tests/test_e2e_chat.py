@@ -5,33 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from tests.agent import SYSTEM, TASK, TOOLS, agent_step, bash, client, follow, start_messages
 from tests.conftest import ProxyFactory
 from tests.servers import FakeUpstream, status, text, tool_call
-
-SYSTEM = "You are a careful coding agent."
-TASK = "Create notes.txt, then list the directory."
-TOOLS: list[Any] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "bash",
-            "description": "run a shell command",
-            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
-        },
-    }
-]
-
-
-def bash(call_id: str, command: str) -> dict[str, Any]:
-    args = json.dumps({"command": command})
-    return {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": args}}
-
 
 RECORDED = [
     {"role": "system", "content": SYSTEM},
@@ -47,85 +28,6 @@ RECORDED = [
     {"role": "tool", "tool_call_id": "call_B", "content": "notes.txt"},
     {"role": "user", "content": "Now summarise what you did."},
 ]
-
-
-def client(base_url: str, **headers: str) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=base_url, api_key="sk-client-key", max_retries=0, default_headers=headers
-    )
-
-
-def start_messages() -> list[dict[str, Any]]:
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
-
-
-def agent_step(
-    c: openai.OpenAI, messages: list[dict[str, Any]], *, stream: bool
-) -> tuple[Any, dict[str, str]]:
-    """One call as a harness makes it; returns the assembled assistant message and the headers."""
-    if stream:
-        raw = c.chat.completions.with_raw_response.create(
-            model="gpt-test",
-            messages=messages,
-            tools=TOOLS,
-            stream=True,
-            stream_options={"include_usage": True},
-        )
-        content, calls, finish, usage = "", {}, None, None
-        for chunk in raw.parse():
-            if chunk.usage:
-                usage = chunk.usage
-            for choice in chunk.choices:
-                content += choice.delta.content or ""
-                for d in choice.delta.tool_calls or []:
-                    entry = calls.setdefault(
-                        d.index, {"id": d.id, "name": d.function.name, "arguments": ""}
-                    )
-                    entry["arguments"] += d.function.arguments or ""
-                finish = choice.finish_reason or finish
-        message = {
-            "role": "assistant",
-            "content": content or None,
-            "tool_calls": [
-                {
-                    "id": c["id"],
-                    "type": "function",
-                    "function": {"name": c["name"], "arguments": c["arguments"]},
-                }
-                for c in calls.values()
-            ],
-            "finish": finish,
-            "usage": usage,
-        }
-        return message, dict(raw.headers)
-    raw = c.chat.completions.with_raw_response.create(
-        model="gpt-test", messages=messages, tools=TOOLS
-    )
-    completion = raw.parse()
-    msg = completion.choices[0].message
-    message = {
-        "role": "assistant",
-        "content": msg.content,
-        "tool_calls": [tc.model_dump() for tc in msg.tool_calls or []],
-        "finish": completion.choices[0].finish_reason,
-        "reasoning": getattr(msg, "reasoning_content", None),
-    }
-    return message, dict(raw.headers)
-
-
-def follow(messages: list[dict[str, Any]], message: dict[str, Any]) -> None:
-    """Append the assistant message and a real tool result per call, as a harness does."""
-    messages.append(
-        {"role": "assistant", "content": message["content"], "tool_calls": message["tool_calls"]}
-    )
-    for call in message["tool_calls"]:
-        messages.append(
-            {
-                "role": "tool",
-                "tool_call_id": call["id"],
-                "content": f"ran {call['function']['arguments']}",
-            }
-        )
 
 
 @pytest.mark.parametrize("stream", [False, True])

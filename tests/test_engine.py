@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from proxy.conversation import Lane
-from proxy.engine import Diverged, DivergencePolicy, Forward, ForwardReason, Scripted, decide
+from proxy.engine import Diverged, DivergencePolicy, Forward, ForwardReason, Rules, Scripted, decide
 from proxy.loaders import load_bytes
 from proxy.parse.chat import parse_chat
 from proxy.splice import apply_chat
@@ -155,7 +155,9 @@ def test_a_scripted_tool_the_request_does_not_offer_is_divergence() -> None:
 
 
 def test_live_policy_forwards_the_divergent_request_and_carries_the_divergence() -> None:
-    decision = decide(request(asst(tc("other"))), script(), policy=DivergencePolicy.LIVE)
+    decision = decide(
+        request(asst(tc("other"))), script(), rules=Rules(on_divergence=DivergencePolicy.LIVE)
+    )
     assert isinstance(decision, Forward) and decision.reason is ForwardReason.DIVERGED
     assert decision.divergence is not None and decision.divergence.turn == 1
     # once live after a divergence, the session stays live whatever the history
@@ -217,6 +219,6 @@ def test_no_splice_while_turns_are_still_scripted() -> None:
 def test_divergence_going_live_splices_only_the_turns_the_history_holds() -> None:
     s = script()
     history = [*AFTER1, asst(tc("not-c2")), tool("not-c2")]
-    decision = decide(request(*history), s, policy=DivergencePolicy.LIVE)
+    decision = decide(request(*history), s, rules=Rules(on_divergence=DivergencePolicy.LIVE))
     assert isinstance(decision, Forward) and decision.held == 1
     assert decision.splice == ()  # the hint belongs before turn 2, which this history does not hold

@@ -7,6 +7,8 @@ Formats, told apart by their shape (sniffing), not by the file name:
 - "jsonl":           one chat message per line
 - "llm_completions": {"messages": [...], "response": {chat.completion}}; the conversation is the
                      messages plus the response's message
+- "recording":       what --record-dir writes: one exchange per line (see loaders/recording.py);
+                     a half-written last line (a crash mid-write) is skipped with a warning
 
 Every error is a LoadError naming the file and the message index.
 """
@@ -14,6 +16,7 @@ Every error is a LoadError naming the file and the message index.
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,10 @@ import orjson
 
 from proxy.errors import LoadError
 from proxy.loaders.chat import trajectory_from_messages
-from proxy.trajectory import Trajectory
+from proxy.loaders.recording import is_recording, trajectory_from_recording
+from proxy.trajectory import Note, Trajectory
+
+log = logging.getLogger("proxy.loaders")
 
 __all__ = ["LoadError", "load_bytes", "load_file"]
 
@@ -46,8 +52,9 @@ def load_bytes(data: bytes, *, name: str, source: str) -> Trajectory:
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as whole_error:
-        lines = _jsonl(data, source, whole_error)
-        return trajectory_from_messages(lines, name=name, source=source, fmt="jsonl", digest=digest)
+        return _from_lines(data, name=name, source=source, digest=digest, whole_error=whole_error)
+    if is_recording(doc):  # a recording of a single exchange
+        return trajectory_from_recording([(0, doc)], name=name, source=source, digest=digest)
     return _from_document(doc, name=name, source=source, digest=digest)
 
 
@@ -88,17 +95,34 @@ def _response_message(response: Any, source: str, index: int) -> Any:
         raise LoadError(source, index, "response has no choices[0].message") from None
 
 
-def _jsonl(data: bytes, source: str, whole_error: orjson.JSONDecodeError) -> list[Any]:
-    messages: list[Any] = []
-    for number, line in enumerate(data.splitlines(), start=1):
+def _from_lines(
+    data: bytes, *, name: str, source: str, digest: str, whole_error: orjson.JSONDecodeError
+) -> Trajectory:
+    raw = data.splitlines()
+    items: list[tuple[int, Any]] = []  # (line index, value)
+    notes: list[Note] = []
+    for number, line in enumerate(raw):
         if not line.strip():
             continue
         try:
-            messages.append(orjson.loads(line))
+            items.append((number, orjson.loads(line)))
         except orjson.JSONDecodeError as exc:
-            if not messages:  # not JSONL either: report it as the JSON file it claims to be
+            if not items:  # not JSONL either: report it as the JSON file it claims to be
                 raise LoadError(source, None, f"not valid JSON: {whole_error}") from None
+            last = not any(rest.strip() for rest in raw[number + 1 :])
+            if last and is_recording(items[0][1]):
+                reason = (
+                    f"line {number + 1} is half-written (the recorder stopped mid-line); ignored"
+                )
+                log.warning("%s: %s", source, reason)
+                notes.append(Note(number, reason))
+                continue
             raise LoadError(
-                source, len(messages), f"line {number} is not valid JSON: {exc}"
+                source, len(items), f"line {number + 1} is not valid JSON: {exc}"
             ) from None
-    return messages
+    if is_recording(items[0][1]):
+        return trajectory_from_recording(
+            items, name=name, source=source, digest=digest, notes=notes
+        )
+    messages = [value for _, value in items]
+    return trajectory_from_messages(messages, name=name, source=source, fmt="jsonl", digest=digest)

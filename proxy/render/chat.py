@@ -27,12 +27,17 @@ def _calls(turn: Turn) -> list[dict[str, Any]]:
     ]
 
 
-def chat_completion(turn: Turn, *, model: str, completion_id: str, created: int) -> bytes:
+def chat_message(turn: Turn) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
     if turn.reasoning:
         message["reasoning_content"] = turn.reasoning
     if turn.tool_calls:
         message["tool_calls"] = _calls(turn)
+    return message
+
+
+def chat_completion(turn: Turn, *, model: str, completion_id: str, created: int) -> bytes:
+    message = chat_message(turn)
     return orjson.dumps(
         {
             "id": completion_id,

@@ -11,17 +11,25 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from proxy.conversation import Conversation, Lane, session_id
-from proxy.engine import Diverged, Forward, Scripted, decide
-from proxy.errors import PROXY_HEADERS, ProxyError, ReplayDiverged
+from proxy.engine import Diverged, Divergence, Forward, Scripted, Stop, decide
+from proxy.errors import PROXY_HEADERS, NotFound, ProxyError, ReplayDiverged
 from proxy.parse.chat import parse_chat
-from proxy.render.chat import chat_completion, chat_stream
+from proxy.render.chat import chat_completion, chat_message, chat_stream
 from proxy.routes.body import read_json
-from proxy.runtime import Runtime
+from proxy.routes.strict import answer_recorded
+from proxy.runtime import Runtime, new_exchange
 from proxy.splice import apply_chat
-from proxy.streaming import EventStream
+from proxy.streaming import JSON, Rendered
+from proxy.tap import Tap, dump_record
+from proxy.trajectory import Trajectory, Turn
 
 log = logging.getLogger("proxy.requests")
 router = APIRouter()
+
+STOP_TEXT = (
+    "[replay-proxy] The script is complete: all {total} scripted turns were served, and "
+    "--after-script stop ends the run here instead of going live."
+)
 
 
 @router.post("/v1/chat/completions", include_in_schema=True)
@@ -38,11 +46,24 @@ async def serve(
 ) -> Response:
     started = time.perf_counter()
     session = session_id(request.headers, runtime.settings.session_header, conv)
-    lane = conv.lane(subagent=runtime.settings.subagent_header in request.headers)
+    parent = request.headers.get(runtime.settings.subagent_header)
+    lane = conv.lane(subagent=parent is not None)
     headers = [(b"x-replay-session", session.encode())]
+    exchange = new_exchange(
+        request, session=session, lane=lane, api="chat", body=body, stream=conv.stream
+    )
+    live = not runtime.strict
+    tap = runtime.tap(request, exchange, perf_start=started, dump=live)
+
     if lane is not Lane.MAIN:
-        response = await _forward(request, runtime, session, raw, headers)
-        await runtime.sessions.record(session, lane, None)
+        if not live:
+            return await answer_recorded(
+                request, runtime, session, lane, body, headers, tap, started
+            )
+        state = await runtime.sessions.record(session, lane, None)
+        _dump_context(tap, conv, session, parent, lane, state.prefix_messages, body)
+        exchange.source = "upstream"
+        response = await _forward(request, runtime, session, raw, headers, tap)
         _log(session, lane, "upstream", "-", response.status_code, started)
         return response
 
@@ -53,77 +74,166 @@ async def serve(
         conv,
         binding.trajectory,
         live_after_divergence=binding.state.live_reason == "diverged",
-        policy=runtime.settings.on_divergence,
+        rules=runtime.rules,
+        body=body if runtime.strict else None,
     )
+    state = await runtime.sessions.record(session, lane, decision, messages=conv.message_count)
+    if decision.observations.divergence is not None and not isinstance(decision, Diverged):
+        log.warning("session=%s %s", session, decision.observations.divergence.describe())
+
     if isinstance(decision, Diverged):
-        await runtime.sessions.record(session, lane, decision)
-        name = binding.state.script_name
+        error = _diverged(session, binding.trajectory, decision)
         _log(
-            session, lane, "diverged", f"{decision.divergence.turn}/{decision.total}", 404, started
+            session,
+            lane,
+            "diverged",
+            f"{decision.divergence.turn}/{decision.total}",
+            error.status,
+            started,
         )
-        raise ReplayDiverged(
-            f"session {session}: the request does not follow the script {name!r} at turn "
-            f"{decision.divergence.turn}/{decision.total}: {decision.divergence.describe()}",
-            param=decision.divergence.difference.path,
-            session=session,
-            script=name,
-            **decision.divergence.as_dict(),
-        )
-    if isinstance(decision, Scripted):
-        await runtime.sessions.record(session, lane, decision)
-        turn = f"{decision.turn.number}/{decision.total}"
-        _log(session, lane, "scripted", turn, 200, started)
-        return _scripted(conv, decision, headers, binding.state.script_digest or "")
+        if tap is not None:
+            exchange.source = "error"
+            await tap.failed(error.status, error.body())
+        raise error
+    if isinstance(decision, Scripted | Stop):
+        return await _answer(conv, decision, headers, binding.trajectory, tap, session, started)
+
     assert isinstance(decision, Forward)
+    if not live:
+        raise NotFound(
+            f"strict replay: session {session} has no recording to replay (--mode strict never "
+            "forwards upstream); bind one with x-replay-trajectory, by its task, or the admin API"
+        )
     if decision.splice:
         body["messages"] = apply_chat(body["messages"], decision.splice)
         raw = orjson.dumps(body)
+        exchange.forwarded = body
         headers.append(
             (b"x-replay-spliced", str(sum(len(i.users) for i in decision.splice)).encode())
         )
-    response = await _forward(request, runtime, session, raw, headers)
-    await runtime.sessions.record(session, lane, decision)
+    _dump_context(tap, conv, session, parent, lane, state.prefix_messages, body)
+    exchange.source = "upstream"
+    response = await _forward(request, runtime, session, raw, headers, tap)
     _log(session, lane, "upstream", str(decision.reason), response.status_code, started)
     return response
 
 
+def _dump_context(
+    tap: Tap | None,
+    conv: Conversation,
+    session: str,
+    parent: str | None,
+    lane: Lane,
+    prefix: int | None,
+    sent: dict[str, Any],
+) -> None:
+    if tap is None or tap.dumper is None:
+        return
+    tap.dump = dump_record(
+        session=session,
+        parent=parent,
+        lane=lane,
+        turn=len(conv.replies) + 1,
+        started=tap.exchange.started,
+        prefix=prefix,
+        messages=sent.get("messages"),
+    )
+
+
 async def _forward(
-    request: Request, runtime: Runtime, session: str, raw: bytes, headers: list[tuple[bytes, bytes]]
+    request: Request,
+    runtime: Runtime,
+    session: str,
+    raw: bytes,
+    headers: list[tuple[bytes, bytes]],
+    tap: Tap | None,
 ) -> Response:
     try:
-        return await runtime.forward(request, raw, headers)
-    except ProxyError:
+        return await runtime.forward(request, raw, headers, tap)
+    except ProxyError as error:
         await runtime.sessions.record_error(session)  # the status says it was not answered
+        if tap is not None:
+            tap.exchange.source = "error"
+            await tap.failed(error.status, error.body())
         raise
 
 
-def _scripted(
-    conv: Conversation, decision: Scripted, headers: list[tuple[bytes, bytes]], digest: str
+def _diverged(session: str, script: Trajectory | None, decision: Diverged) -> ReplayDiverged:
+    d: Divergence = decision.divergence
+    name = script.name if script else None
+    where = f"session {session}, lane main, step {d.turn}/{decision.total}"
+    if d.kind == "beyond":
+        message = f"strict replay: {where}: {d.reason}"
+    elif d.kind == "request":
+        message = (
+            f"strict replay: {where} of {name!r}: {d.reason} at {d.difference.path or '$'}\n"
+            f"  recorded: {d.difference.expected}\n  now:      {d.difference.actual}"
+        )
+    else:
+        message = f"session {session}: the request does not follow the script {name!r} at turn {d.turn}/{decision.total}: {d.describe()}"
+    return ReplayDiverged(
+        message,
+        param=d.difference.path or None,
+        session=session,
+        lane="main",
+        script=name,
+        **d.as_dict(),
+    )
+
+
+async def _answer(
+    conv: Conversation,
+    decision: Scripted | Stop,
+    headers: list[tuple[bytes, bytes]],
+    script: Trajectory | None,
+    tap: Tap | None,
+    session: str,
+    started: float,
 ) -> Response:
-    turn = decision.turn
+    if isinstance(decision, Stop):
+        turn = Turn(decision.total + 1, -1, STOP_TEXT.format(total=decision.total), None, ())
+        label, source = "stop", b"stop"
+    else:
+        turn = decision.turn
+        label, source = f"{turn.number}/{decision.total}", b"scripted"
     headers += [(k.encode(), v.encode()) for k, v in PROXY_HEADERS.items()]
-    headers += [
-        (b"x-replay-source", b"scripted"),
-        (b"x-replay-turn", f"{turn.number}/{decision.total}".encode()),
-    ]
-    completion_id = f"chatcmpl-replay-{digest[:12]}-{turn.number}"
+    headers += [(b"x-replay-source", source), (b"x-replay-turn", label.encode())]
+    digest = script.digest[:12] if script else "none"
+    completion_id = f"chatcmpl-replay-{digest}-{turn.number}"
     created = int(time.time())
-    if conv.stream:
-        events = chat_stream(
+    recorded = turn.recorded
+    if recorded is not None and recorded.stream == conv.stream and recorded.status == 200:
+        parts = [recorded.body]  # strict replay of a recording: the answer exactly as recorded
+        content_type = recorded.content_type.encode()
+    elif conv.stream:
+        parts = chat_stream(
             turn,
             model=conv.model,
             completion_id=completion_id,
             created=created,
             include_usage=conv.include_usage,
         )
-        return EventStream(events, headers)
-    payload = chat_completion(turn, model=conv.model, completion_id=completion_id, created=created)
-    response = Response(payload, media_type="application/json")
-    response.raw_headers.extend(headers)
-    return response
+        content_type = b"text/event-stream; charset=utf-8"
+    else:
+        parts = [
+            chat_completion(turn, model=conv.model, completion_id=completion_id, created=created)
+        ]
+        content_type = JSON
+    _log(session, Lane.MAIN, source.decode(), label, 200, started)
+    on_complete = None
+    if tap is not None:
+        tap.exchange.source = "scripted"
+        message = chat_message(turn)
+
+        async def on_complete() -> None:
+            await tap.rendered(parts, stream=conv.stream, message=message, turn=label)
+
+    return Rendered(parts, headers, content_type=content_type, on_complete=on_complete)
 
 
-def _log(session: str, lane: Lane, source: str, turn: str, status: int, started: float) -> None:
+def _log(
+    session: str, lane: Lane | str, source: str, turn: str, status: int, started: float
+) -> None:
     log.info(
         "session=%s lane=%s source=%s turn=%s status=%d ms=%.1f",
         session,

@@ -1,33 +1,78 @@
-"""Everything under /v1 that is not answered from a script goes upstream as it is."""
+"""Everything under /v1 that is not answered from a script goes upstream as it is.
+
+In strict mode nothing goes upstream: such requests are answered from the recordings' exchanges
+of the lane "other" (first unused equal request), or get an error.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 
+import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from proxy.errors import BadRequest, ProxyError
+from proxy.names import is_valid_name
 from proxy.routes.body import read_body
-from proxy.runtime import Runtime
+from proxy.routes.strict import answer_recorded
+from proxy.runtime import Runtime, new_exchange
 
 log = logging.getLogger("proxy.requests")
 router = APIRouter()
 
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
+LANE = "other"
+NO_SESSION = "unsessioned"
 
 
 @router.api_route("/v1/{path:path}", methods=METHODS, include_in_schema=False)
 async def forward(request: Request, path: str) -> Response:
     runtime: Runtime = request.app.state.runtime
     started = time.perf_counter()
-    body = await read_body(request, runtime.settings.max_body_bytes)
-    response = await runtime.forward(request, body, [])
+    raw = await read_body(request, runtime.settings.max_body_bytes)
+    session = _session(request, runtime)
+    body = _parsed(raw)
+    exchange = new_exchange(
+        request, session=session, lane=LANE, api="other", body=body, stream=False
+    )
+    tap = runtime.tap(request, exchange, perf_start=started, dump=False)
+    if runtime.strict:
+        return await answer_recorded(request, runtime, session, LANE, body, [], tap, started)
+    exchange.source = "upstream"
+    try:
+        response = await runtime.forward(request, raw, [], tap)
+    except ProxyError as error:
+        if tap is not None:
+            exchange.source = "error"
+            await tap.failed(error.status, error.body())
+        raise
+    ms = (time.perf_counter() - started) * 1000
     log.info(
         "%s /v1/%s source=upstream status=%d ms=%.1f",
         request.method,
         path,
         response.status_code,
-        (time.perf_counter() - started) * 1000,
+        ms,
     )
     return response
+
+
+def _session(request: Request, runtime: Runtime) -> str:
+    for name in runtime.settings.session_header:
+        value = request.headers.get(name)
+        if value:
+            if not is_valid_name(value):
+                raise BadRequest(f"the session header {name} is not a valid session id", param=name)
+            return value
+    return NO_SESSION
+
+
+def _parsed(raw: bytes) -> object:
+    if not raw:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw.decode("utf-8", errors="replace")

@@ -26,9 +26,21 @@ class SessionState:
     divergences: int = 0
     forwarded: dict[str, int] = field(default_factory=dict)  # lane -> requests sent upstream
     errors: int = 0
+    # what came back: scripted call ids whose results the harness has sent
+    results_returned: list[str] = field(default_factory=list)
+    observation: dict[str, Any] | None = None  # the first tool result unlike the recorded one
+    observation_diffs: int = 0
+    stops: int = 0  # final answers given by --after-script stop
+    prefix_messages: int | None = None  # message count of the first live main-lane request
+    recorded_used: list[str] = field(default_factory=list)  # strict: <digest>:<index> answered
 
     def copy(self) -> SessionState:
-        return replace(self, forwarded=dict(self.forwarded))
+        return replace(
+            self,
+            forwarded=dict(self.forwarded),
+            results_returned=list(self.results_returned),
+            recorded_used=list(self.recorded_used),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,58 @@
+"""--dump-dir: each live (forwarded) completion as one JSON file, for training pipelines.
+
+Scripted turns are never dumped: they are replayed input, not model output. File names start with
+a zero-padded sequence, so they sort chronologically. Each file is written to a temporary name and
+renamed, and the proxy holds back the end of the response until it is, so a consumer that has seen
+the whole answer finds the whole file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from proxy.names import file_in
+from proxy.recording import redact
+
+_SEQUENCE = re.compile(r"^(\d{10})-")
+
+
+class Dumper:
+    def __init__(self, folder: Path, secrets: tuple[str, ...] = ()) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.secrets = tuple(s for s in secrets if s)
+        start = max(
+            (int(m.group(1)) for p in folder.iterdir() if (m := _SEQUENCE.match(p.name))), default=0
+        )
+        self._sequence = itertools.count(
+            start + 1
+        )  # after a restart, names keep sorting after the old ones
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dumper")
+
+    async def write(self, session: str, record: dict[str, Any]) -> Path:
+        path = file_in(self.folder, f"{next(self._sequence):010d}-{session}", ".json")
+        data = redact(orjson.dumps(record, option=orjson.OPT_INDENT_2), self.secrets)
+        await asyncio.get_running_loop().run_in_executor(
+            self._writer, _write_atomically, path, data
+        )
+        return path
+
+    def close(self) -> None:
+        self._writer.shutdown(wait=True)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    temp = path.with_name(f".{path.name}.tmp")
+    with temp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temp, path)

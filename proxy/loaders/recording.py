@@ -1,0 +1,125 @@
+"""A recording (--record-dir) -> Trajectory: its main-lane answers become the script.
+
+The conversation is the last successful main-lane request plus its answer; each of its assistant
+turns is served exactly as it was recorded, and keeps the recorded exchange for strict replay. A
+request retried after a failure or a timeout appears twice: only the last attempt is a step.
+Exchanges of the other lanes are kept whole, to be matched in strict replay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from proxy.errors import LoadError
+from proxy.loaders.chat import trajectory_from_messages
+from proxy.trajectory import Note, Recorded, Trajectory
+
+
+def is_recording(first: Any) -> bool:
+    return isinstance(first, dict) and first.get("type") == "exchange"
+
+
+def trajectory_from_recording(
+    lines: Sequence[tuple[int, Any]],
+    *,
+    name: str,
+    source: str,
+    digest: str,
+    notes: Sequence[Note] = (),
+) -> Trajectory:
+    steps: list[tuple[int, dict[str, Any]]] = []
+    side: list[Recorded] = []
+    for index, exchange in lines:
+        if not is_recording(exchange):
+            raise LoadError(source, index, "not an exchange line in a recording")
+        if exchange.get("lane") == "main":
+            if _usable_step(exchange):
+                steps.append((index, exchange))
+        else:
+            side.append(_recorded(index, exchange))
+    # a retry repeats its request: the later attempt is the step
+    steps = [
+        s
+        for k, s in enumerate(steps)
+        if k + 1 == len(steps) or steps[k + 1][1]["request"] != s[1]["request"]
+    ]
+    if not steps:
+        return Trajectory(
+            name=name, source=source, format="recording", digest=digest, task=None, system=None,
+            turns=(), skipped=tuple(notes), side=tuple(side),
+        )  # fmt: skip
+    last_index, last = steps[-1]
+    sent = last.get("forwarded") or last["request"]
+    messages = sent.get("messages") if isinstance(sent, dict) else None
+    if not isinstance(messages, list):
+        raise LoadError(source, last_index, "the request of a chat exchange has no messages list")
+    conversation = _with_recorded_answers([*messages, last["message"]], [e for _, e in steps])
+    try:
+        t = trajectory_from_messages(
+            conversation, name=name, source=source, fmt="recording", digest=digest
+        )
+    except LoadError as exc:
+        raise LoadError(
+            source, last_index, f"message {exc.index} of its conversation: {exc.reason}"
+        ) from None
+    by_ids = {_ids(e["message"]): (i, e) for i, e in steps}
+    turns = []
+    for turn in t.turns:
+        key = tuple(c.id for c in turn.tool_calls) or ("text", turn.text)
+        found = by_ids.get(key)
+        turns.append(dataclasses.replace(turn, recorded=_recorded(*found)) if found else turn)
+    return dataclasses.replace(
+        t, turns=tuple(turns), skipped=(*notes, *t.skipped), side=tuple(side)
+    )
+
+
+def _usable_step(exchange: dict[str, Any]) -> bool:
+    return (
+        exchange.get("status") == 200
+        and exchange.get("error") is None
+        and isinstance(exchange.get("message"), dict)
+        and isinstance(exchange.get("request"), dict)
+    )
+
+
+def _ids(message: dict[str, Any]) -> tuple[str, ...]:
+    calls = message.get("tool_calls") or []
+    ids = tuple(c.get("id") for c in calls if isinstance(c, dict))
+    if ids:
+        return ids  # type: ignore[return-value]
+    content = message.get("content")
+    return ("text", content if isinstance(content, str) else "")
+
+
+def _with_recorded_answers(conversation: list[Any], steps: list[dict[str, Any]]) -> list[Any]:
+    """The harness may re-serialise what it echoes back; serve what was really answered."""
+    answers = {_ids(e["message"]): e["message"] for e in steps}
+    out = []
+    for message in conversation:
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            message = answers.get(_ids(message), message)
+        out.append(message)
+    return out
+
+
+def _recorded(index: int, exchange: dict[str, Any]) -> Recorded:
+    events = exchange.get("events")
+    if isinstance(events, list):
+        body = "".join(f"{e}\n\n" for e in events).encode()
+    else:
+        body = orjson.dumps(exchange.get("response"))
+    return Recorded(
+        index=index,
+        lane=str(exchange.get("lane")),
+        method=str(exchange.get("method", "POST")),
+        path=str(exchange.get("path", "")),
+        request=exchange.get("request"),
+        status=int(exchange.get("status") or 0),
+        stream=bool(exchange.get("stream")),
+        content_type=str(exchange.get("content_type") or "application/json"),
+        body=body,
+    )

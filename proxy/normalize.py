@@ -1,0 +1,71 @@
+"""Normalising a request body before it is compared with a recorded one.
+
+What changes between two runs of the same agent must not count as a difference (clients.md):
+- tool-call and item ids (the harness echoes ids the model made up; Codex mints fresh item ids):
+  each distinct id becomes <id:1>, <id:2>, ... in order of first appearance;
+- JSON text inside tool-call arguments: parsed, so key order and whitespace do not count;
+- per-run session fields at the top level (prompt_cache_key, client_metadata, metadata, user) and
+  transport fields (stream, stream_options);
+- Anthropic `cache_control` markers, which move to the newest message on every turn;
+- whatever the user masks with --mask REGEX (dates, temporary paths, ...): each match becomes
+  <masked>.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+ID_KEYS = frozenset({"id", "tool_call_id", "call_id", "tool_use_id"})
+VOLATILE_TOP_KEYS = frozenset(
+    {"prompt_cache_key", "client_metadata", "metadata", "user", "stream", "stream_options"}
+)
+DROPPED_KEYS = frozenset({"cache_control"})
+ARGUMENT_KEYS = frozenset({"arguments"})
+MASK = "<masked>"
+
+
+def compile_masks(patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in patterns)
+
+
+def normalize(value: Any, masks: Sequence[re.Pattern[str]] = (), *, body: bool = True) -> Any:
+    """`body`: `value` is a whole request body, whose per-run top-level fields do not count."""
+    ids: dict[str, str] = {}
+    if body and isinstance(value, dict):
+        value = {k: v for k, v in value.items() if k not in VOLATILE_TOP_KEYS}
+    return _walk(value, masks, ids, top=body)
+
+
+def _walk(
+    value: Any, masks: Sequence[re.Pattern[str]], ids: dict[str, str], top: bool = False
+) -> Any:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in DROPPED_KEYS:
+                continue
+            if not top and key in ID_KEYS and isinstance(item, str):
+                out[key] = ids.setdefault(item, f"<id:{len(ids) + 1}>")
+            elif key in ARGUMENT_KEYS and isinstance(item, str):
+                out[key] = _walk(_parsed(item), masks, ids)
+            else:
+                out[key] = _walk(item, masks, ids)
+        return out
+    if isinstance(value, list):
+        return [_walk(item, masks, ids) for item in value]
+    if isinstance(value, str):
+        for mask in masks:
+            value = mask.sub(MASK, value)
+        return value
+    return value
+
+
+def _parsed(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text

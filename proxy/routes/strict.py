@@ -1,0 +1,120 @@
+"""Strict mode outside the main lane: answer from the recording's exchange of the same lane."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from typing import Any
+
+from fastapi import Request
+from starlette.responses import Response
+
+from proxy.errors import PROXY_HEADERS, ReplayDiverged
+from proxy.runtime import Runtime
+from proxy.streaming import Rendered
+from proxy.strict import Miss
+from proxy.tap import Tap
+from proxy.trajectory import Trajectory
+
+log = logging.getLogger("proxy.requests")
+
+
+async def answer_recorded(
+    request: Request,
+    runtime: Runtime,
+    session: str,
+    lane: str,
+    body: Any,
+    headers: list[tuple[bytes, bytes]],
+    tap: Tap | None,
+    started: float,
+) -> Response:
+    """The first unused recorded exchange of this lane with an equal request, or an error that
+    names the closest recorded request. Nothing is answered from a request that differs."""
+    strict = runtime.rules.strict
+    assert strict is not None
+    where = {"lane": lane, "method": request.method, "path": request.url.path, "body": body}
+    sources = await _recordings(runtime, session)
+    for script in sources:
+        matches = strict.matching(script.side, **where)
+        keys = [f"{script.digest[:16]}:{i}" for i in matches]
+        taken = await runtime.sessions.use_recorded(session, keys) if keys else None
+        if taken is not None:
+            recorded = script.side[matches[keys.index(taken)]]
+            ref = f"{script.source}:{recorded.index + 1}"
+            headers = [
+                *headers,
+                *((k.encode(), v.encode()) for k, v in PROXY_HEADERS.items()),
+                (b"x-replay-source", b"recorded"),
+            ]
+            ms = (time.perf_counter() - started) * 1000
+            log.info(
+                "session=%s lane=%s source=recorded from=%s status=%d ms=%.1f",
+                session,
+                lane,
+                ref,
+                recorded.status,
+                ms,
+            )
+            on_complete = None
+            if tap is not None:
+                tap.exchange.source = "strict"
+                on_complete = functools.partial(tap.replayed, recorded, ref)
+            return Rendered(
+                [recorded.body],
+                headers,
+                content_type=recorded.content_type.encode(),
+                status=recorded.status,
+                on_complete=on_complete,
+            )
+    misses = [(s, strict.closest(s.side, **where)) for s in sources]
+    error = _miss(session, lane, next(((s, m) for s, m in misses if m.closest is not None), None))
+    log.info("session=%s lane=%s source=strict status=%d miss", session, lane, error.status)
+    if tap is not None:
+        tap.exchange.source = "error"
+        await tap.failed(error.status, error.body())
+    raise error
+
+
+async def _recordings(runtime: Runtime, session: str) -> list[Trajectory]:
+    """The session's own recording first, then every other loaded one."""
+    state = await runtime.store.get(session)
+    own = await runtime.sessions.resolve(state) if state and state.script_digest else None
+    others = [t for t in runtime.library.all() if t.side and t is not own]
+    return [own, *others] if own is not None else others
+
+
+def _miss(session: str, lane: str, best: tuple[Trajectory, Miss] | None) -> ReplayDiverged:
+    where = f"strict replay: session {session}, lane {lane}"
+    if best is None or best[1].closest is None:
+        return ReplayDiverged(
+            f"{where}: the recordings hold no {lane} request to this endpoint",
+            session=session,
+            lane=lane,
+            kind="miss",
+        )
+    script, miss = best
+    closest = script.side[best[1].closest]
+    d = miss.difference
+    if d is None:
+        return ReplayDiverged(
+            f"{where}: no unused recorded {lane} request matches this one: the equal one, line "
+            f"{closest.index + 1} of {script.source}, has been answered already; the run makes "
+            "this request more often than the recorded one did",
+            session=session,
+            lane=lane,
+            kind="used",
+            closest_line=closest.index + 1,
+        )
+    return ReplayDiverged(
+        f"{where}: no unused recorded {lane} request matches this one "
+        f"({miss.candidates} recorded in {script.source}); the closest is line {closest.index + 1}, "
+        f"which differs at {d.path or '$'}\n  recorded: {d.expected}\n  now:      {d.actual}",
+        param=d.path or None,
+        session=session,
+        lane=lane,
+        kind="miss",
+        closest_line=closest.index + 1,
+        **d.as_dict(),
+    )

@@ -1,0 +1,92 @@
+"""The status report of a session: exactly what was served, skipped, dropped, diverged, returned."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from proxy.conversation import Lane
+from proxy.store.state import SessionState
+from proxy.trajectory import Trajectory
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def phase(state: SessionState) -> str:
+    """unscripted | replaying | served | stopped | diverged | live"""
+    if state.script_digest is None:
+        return "unscripted"
+    if state.live_since is not None:
+        return "live"
+    if state.divergence is not None:
+        return "diverged"
+    if state.stops:
+        return "stopped"
+    return "replaying" if state.turns_served < state.turns_total else "served"
+
+
+def _with_time(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    return {**record, "at": iso(record.get("at"))}
+
+
+def report(state: SessionState, trajectory: Trajectory | None) -> dict[str, Any]:
+    script: dict[str, Any] | None = None
+    calls: list[dict[str, Any]] = []
+    if state.script_digest is not None:
+        returned = set(state.results_returned)
+        if trajectory is not None:
+            calls = [
+                {"turn": t.number, "id": c.id, "name": c.name, "result_returned": c.id in returned}
+                for t in trajectory.turns
+                for c in t.tool_calls
+            ]
+        script = {
+            "name": state.script_name,
+            "source": state.script_source,
+            "task_match": state.task_match,
+            "turns_total": state.turns_total,
+            "tool_calls": len(calls) if trajectory is not None else None,
+            "skipped": [{"index": n.index, "reason": n.reason} for n in trajectory.skipped]
+            if trajectory
+            else [],
+            "dropped": [{"index": n.index, "reason": n.reason} for n in trajectory.dropped]
+            if trajectory
+            else [],
+        }
+    complete = (
+        trajectory is not None
+        and state.turns_served == state.turns_total
+        and all(c["result_returned"] for c in calls)
+    )
+    return {
+        "session": state.id,
+        "phase": phase(state),
+        "script": script,
+        "turns_served": state.turns_served,
+        "scripted_responses": state.scripted_responses,
+        "tool_results": {
+            "expected": len(calls),
+            "returned": sum(c["result_returned"] for c in calls),
+            "calls": calls,
+        },
+        "complete": complete,
+        "divergence": _with_time(state.divergence),
+        "divergences": state.divergences,
+        "observations": {
+            "differing": state.observation_diffs,
+            "first": _with_time(state.observation),
+        },
+        "stops": state.stops,
+        "live_since": iso(state.live_since),
+        "live_reason": state.live_reason,
+        "forwarded": {lane.value: state.forwarded.get(lane.value, 0) for lane in Lane},
+        "errors": state.errors,
+        "created": iso(state.created),
+        "last_seen": iso(state.last_seen),
+    }

@@ -1,0 +1,164 @@
+"""Tap: what the recorder and the dumper learn from one exchange, once it completes.
+
+A Tap is made per request only when --record-dir or --dump-dir is set; without them nothing is
+copied or parsed on the way through.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from proxy.dumps import Dumper
+from proxy.reassemble import chat_response, sse_events
+from proxy.recording import Exchange, Recorder
+from proxy.status import iso
+from proxy.trajectory import Recorded
+from proxy.upstream import Captured
+
+log = logging.getLogger("proxy.tap")
+
+_CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
+
+
+def client_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The client's own credentials, so that they can be scrubbed from what is written."""
+    values = []
+    for name in _CREDENTIAL_HEADERS:
+        value = headers.get(name)
+        if value:
+            values.append(value)
+            values.append(value.removeprefix("Bearer ").removeprefix("bearer ").strip())
+    return tuple(values)
+
+
+class Tap:
+    def __init__(
+        self,
+        exchange: Exchange,
+        *,
+        recorder: Recorder | None,
+        dumper: Dumper | None,
+        secrets: tuple[str, ...],
+        perf_start: float,
+    ) -> None:
+        self.exchange = exchange
+        self.recorder = recorder
+        self.dumper = dumper
+        self.secrets = secrets
+        self.perf_start = perf_start
+        self.dump: dict[str, Any] | None = None  # set for live completions that are to be dumped
+
+    def _ms(self, at: float | None) -> float | None:
+        return None if at is None else round((at - self.perf_start) * 1000, 3)
+
+    async def forwarded(self, captured: Captured) -> None:
+        """A PassThrough's on_complete: runs before the end of the answer is released."""
+        x = self.exchange
+        x.status = captured.status
+        x.content_type = captured.content_type
+        x.ttfb_ms = self._ms(captured.first_byte)
+        x.duration_ms = self._ms(time.perf_counter())
+        x.error = captured.error
+        stream = captured.content_type.startswith("text/event-stream")
+        x.stream = stream
+        body = bytes(captured.body)
+        if x.api == "chat":
+            assembled = chat_response(body, stream=stream)
+            x.message, x.finish_reason = assembled.message, assembled.finish_reason
+            if stream:
+                x.events = assembled.events
+            else:
+                x.response = _json_or_text(body)
+            if self.dump is not None and captured.complete and captured.status == 200:
+                completion = assembled.completion()
+                if completion is not None:
+                    await self._dump({**self.dump, "response": completion})
+        else:
+            x.events = sse_events(body) if stream else None
+            x.response = None if stream else _json_or_text(body)
+        await self._record()
+
+    async def rendered(
+        self, parts: list[bytes], *, stream: bool, message: dict[str, Any], turn: str
+    ) -> None:
+        x = self.exchange
+        x.status, x.stream, x.turn, x.message = 200, stream, turn, message
+        x.finish_reason = "tool_calls" if message.get("tool_calls") else "stop"
+        x.content_type = "text/event-stream" if stream else "application/json"
+        body = b"".join(parts)
+        if stream:
+            x.events = sse_events(body)
+        else:
+            x.response = _json_or_text(body)
+        x.ttfb_ms = x.duration_ms = self._ms(time.perf_counter())
+        await self._record()
+
+    async def replayed(self, recorded: Recorded, ref: str) -> None:
+        """Strict mode answered from a recorded exchange."""
+        x = self.exchange
+        x.status, x.stream, x.content_type = recorded.status, recorded.stream, recorded.content_type
+        x.extra = {"replayed_from": ref}
+        if recorded.stream:
+            x.events = sse_events(recorded.body)
+        else:
+            x.response = _json_or_text(recorded.body)
+        if x.api == "chat" and recorded.status == 200:
+            assembled = chat_response(recorded.body, stream=recorded.stream)
+            x.message, x.finish_reason = assembled.message, assembled.finish_reason
+        x.ttfb_ms = x.duration_ms = self._ms(time.perf_counter())
+        await self._record()
+
+    async def failed(self, status: int, error: dict[str, Any]) -> None:
+        x = self.exchange
+        x.status, x.response, x.error = status, error, error.get("error", {}).get("message")
+        x.content_type = "application/json"
+        x.duration_ms = self._ms(time.perf_counter())
+        await self._record()
+
+    async def _record(self) -> None:
+        if self.recorder is None:
+            return
+        try:
+            await self.recorder.write(self.exchange, self.secrets)
+        except OSError as exc:
+            log.error("could not record session %s: %s", self.exchange.session, exc)
+
+    async def _dump(self, record: dict[str, Any]) -> None:
+        assert self.dumper is not None
+        try:
+            await self.dumper.write(self.exchange.session, record)
+        except OSError as exc:
+            log.error("could not dump a completion of session %s: %s", self.exchange.session, exc)
+
+
+def dump_record(
+    *,
+    session: str,
+    parent: str | None,
+    lane: str,
+    turn: int,
+    started: float,
+    prefix: int | None,
+    messages: Any,
+) -> dict[str, Any]:
+    return {
+        "session_id": session,
+        "parent_session_id": parent,
+        "lane": lane,
+        "turn": turn,
+        "timestamp": iso(started),
+        "replay_prefix_message_count": prefix,
+        "messages": messages,
+    }
+
+
+def _json_or_text(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body.decode("utf-8", errors="replace")
