@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import sqlite3
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import redis.exceptions
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
@@ -14,7 +19,7 @@ from starlette.responses import Response
 from proxy.config import Settings
 from proxy.dumps import Dumper
 from proxy.engine import Mode, Rules
-from proxy.errors import BadRequest, NotFound, ProxyError, error_response
+from proxy.errors import BadRequest, NotFound, ProxyError, StoreUnavailable, error_response
 from proxy.library import Library
 from proxy.normalize import compile_masks
 from proxy.recording import Recorder
@@ -26,6 +31,12 @@ from proxy.strict import StrictReplay
 from proxy.upstream import Upstream
 
 log = logging.getLogger("proxy")
+
+STORE_ERRORS = (
+    sqlite3.OperationalError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+)
 
 
 def create_app(
@@ -68,11 +79,14 @@ def create_app(
         upstream=upstream,
         rules=rules,
         recorder=Recorder(settings.record_dir, secrets) if settings.record_dir else None,
-        dumper=Dumper(settings.dump_dir, secrets) if settings.dump_dir else None,
+        dumper=Dumper(settings.dump_dir, store.next_sequence, secrets)
+        if settings.dump_dir
+        else None,
     )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await runtime.store.check()
         try:
             yield
         finally:
@@ -121,6 +135,13 @@ def _install_error_handlers(app: FastAPI) -> None:
         return error_response(error)
 
     async def unexpected(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, STORE_ERRORS):
+            log.error(
+                "session store unavailable on %s %s: %s", request.method, request.url.path, exc
+            )
+            return error_response(
+                StoreUnavailable(f"the session store is unavailable: {type(exc).__name__}: {exc}")
+            )
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_response(
             ProxyError(f"internal error in the replay proxy: {type(exc).__name__}")
@@ -130,3 +151,22 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)
+
+
+WORKER_SETTINGS = "_REPLAY_PROXY_WORKER_SETTINGS"
+
+
+def factory() -> FastAPI:
+    """The app of one worker process (--workers N): settings come from the parent process."""
+    data = os.environ.get(WORKER_SETTINGS)
+    settings = Settings(**json.loads(data)) if data else Settings()
+    configure_logging(settings)
+    return create_app(settings)
+
+
+def configure_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s",
+        stream=sys.stderr,
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
+import os
 import re
 import socket
 import sys
@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import uvicorn
 from pydantic import ValidationError
+from uvicorn.supervisors import Multiprocess
 
 from proxy.config import DEFAULT_SESSION_HEADERS, Settings
 from proxy.diff import diff
@@ -26,7 +27,9 @@ from proxy.errors import LoadError
 from proxy.library import Library, LibraryError
 from proxy.loaders import load_file
 from proxy.normalize import compile_masks
+from proxy.store import open_store
 from proxy.trajectory import Trajectory
+from proxy.upstream import display_url
 
 EXIT_BAD_FILE = 1
 EXIT_USAGE = 2
@@ -102,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--record-dir", metavar="DIR", type=Path, help="record every exchange here")
     serve.add_argument("--dump-dir", metavar="DIR", type=Path, help="dump live completions here")
+    serve.add_argument(
+        "--store",
+        metavar="URL",
+        help="session state: memory:// (default), sqlite:///state.db, redis://host:6379/0",
+    )
+    serve.add_argument("--workers", type=int, help="worker processes (needs sqlite or redis)")
     serve.add_argument("--admin-token", metavar="TOKEN", help="Bearer token for /replay/*")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
 
@@ -139,20 +148,19 @@ def _settings(flags: dict[str, Any]) -> Settings:
 
 
 def serve(flags: dict[str, Any]) -> int:
-    from proxy.app import create_app
+    from proxy.app import WORKER_SETTINGS, configure_logging, create_app
 
     try:
         settings = _settings(flags)
     except ValidationError as exc:
         for error in exc.errors():
-            flag = "--" + "-".join(str(p) for p in error["loc"][:1]).replace("_", "-")
-            print(f"replay-proxy: {flag}: {error['msg']}", file=sys.stderr)
+            where = "-".join(str(p) for p in error["loc"][:1]).replace("_", "-")
+            flag = f"--{where}: " if where else ""
+            print(
+                f"replay-proxy: {flag}{error['msg'].removeprefix('Value error, ')}", file=sys.stderr
+            )
         return EXIT_USAGE
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(settings)
     try:
         library = Library.load(settings.trajectory, settings.trajectory_dir)
     except LibraryError as exc:
@@ -160,14 +168,18 @@ def serve(flags: dict[str, Any]) -> int:
             print(f"replay-proxy: {problem}", file=sys.stderr)
         return EXIT_BAD_FILE
     try:
-        app = create_app(settings, library=library)
-    except ValueError as exc:
-        print(f"replay-proxy: {exc}", file=sys.stderr)
+        asyncio.run(_check_store(settings.store))
+    except Exception as exc:
+        print(f"replay-proxy: --store {settings.store}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
+        family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so, and
+        # without it Nagle plus delayed ACKs cost 40 ms per answer on a keep-alive connection
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((settings.host, settings.port))
+        sock.listen(2048)  # connections queue from now on, before the workers accept them
     except OSError as exc:
         print(
             f"replay-proxy: cannot bind {settings.host}:{settings.port}: {exc.strerror}",
@@ -176,17 +188,37 @@ def serve(flags: dict[str, Any]) -> int:
         return EXIT_USAGE
     port = sock.getsockname()[1]
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    upstream = app.state.runtime.upstream
+    upstream = display_url(settings.upstream) if settings.upstream else "(none)"
+    workers = f", {settings.workers} workers on {settings.store}" if settings.workers > 1 else ""
     print(
-        f"replay-proxy: {len(library)} trajectories, upstream {upstream.name}; "
+        f"replay-proxy: {len(library)} trajectories, upstream {upstream}{workers}; "
         f"listening on http://{host}:{port}/v1",
         flush=True,
     )
-    config = uvicorn.Config(
-        app, log_config=None, log_level=settings.log_level.value, access_log=False, lifespan="on"
-    )
-    asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+    common: dict[str, Any] = {
+        "log_config": None,
+        "log_level": settings.log_level.value,
+        "access_log": False,
+        "lifespan": "on",
+    }
+    if settings.workers > 1:
+        os.environ[WORKER_SETTINGS] = settings.worker_env()
+        config = uvicorn.Config(
+            "proxy.app:factory", factory=True, workers=settings.workers, **common
+        )
+        Multiprocess(config, sockets=[sock]).run()
+        return 0
+    app = create_app(settings, library=library)
+    uvicorn.Server(uvicorn.Config(app, **common)).run(sockets=[sock])  # run() sets up uvloop
     return 0
+
+
+async def _check_store(url: str) -> None:
+    store = open_store(url)
+    try:
+        await store.check()
+    finally:
+        await store.close()
 
 
 def check(files: Sequence[Path], *, as_json: bool = False) -> int:

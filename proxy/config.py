@@ -6,12 +6,13 @@ List settings take a comma-separated value in the environment
 
 from __future__ import annotations
 
+import json
 import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from proxy.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
@@ -36,7 +37,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="REPLAY_PROXY_", extra="forbid", frozen=True)
 
     host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65535)
+    port: int = Field(default=8080, ge=0, le=65535)
     upstream: str | None = None
     upstream_api_key: SecretStr | None = None
     trajectory: Annotated[tuple[Path, ...], NoDecode] = ()
@@ -54,9 +55,10 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = None
     log_level: LogLevel = LogLevel.INFO
     store: str = "memory://"
-    max_body_bytes: int = Field(64 * 1024 * 1024, gt=0)
-    connect_timeout: float = Field(10.0, gt=0)
-    read_timeout: float = Field(600.0, gt=0)  # between two bytes of a long, thinking stream
+    workers: int = Field(default=1, ge=1, le=256)
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    read_timeout: float = Field(default=600.0, gt=0)  # between two bytes of a long, thinking stream
 
     @field_validator("trajectory", "session_header", mode="before")
     @classmethod
@@ -103,3 +105,21 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http:// or https:// URL")
         return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _shared_store_for_workers(self) -> Settings:
+        if self.workers > 1 and self.store.startswith("memory"):
+            raise ValueError(
+                f"--workers {self.workers} needs a store the workers share: memory:// lives in one "
+                "process; use --store sqlite:///state.db (one host) or redis://host:6379/0"
+            )
+        return self
+
+    def worker_env(self) -> str:
+        """These settings, secrets included, for worker processes to rebuild them from."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        for name in ("upstream_api_key", "admin_token"):
+            secret = getattr(self, name)
+            if secret is not None:
+                data[name] = secret.get_secret_value()
+        return json.dumps(data)

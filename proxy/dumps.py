@@ -9,9 +9,9 @@ the whole answer finds the whole file.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import re
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,20 +25,26 @@ _SEQUENCE = re.compile(r"^(\d{10})-")
 
 
 class Dumper:
-    def __init__(self, folder: Path, secrets: tuple[str, ...] = ()) -> None:
+    """`sequence` is the store's shared counter, so that workers never pick the same name."""
+
+    def __init__(
+        self,
+        folder: Path,
+        sequence: Callable[..., Awaitable[int]],
+        secrets: tuple[str, ...] = (),
+    ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.secrets = tuple(s for s in secrets if s)
-        start = max(
-            (int(m.group(1)) for p in folder.iterdir() if (m := _SEQUENCE.match(p.name))), default=0
-        )
-        self._sequence = itertools.count(
-            start + 1
-        )  # after a restart, names keep sorting after the old ones
+        self._sequence = sequence
+        # after a restart, names keep sorting after the files already there
+        numbers = (int(m.group(1)) for p in folder.iterdir() if (m := _SEQUENCE.match(p.name)))
+        self._floor = max(numbers, default=0)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dumper")
 
     async def write(self, session: str, record: dict[str, Any]) -> Path:
-        path = file_in(self.folder, f"{next(self._sequence):010d}-{session}", ".json")
+        number = await self._sequence("dumps", at_least=self._floor)
+        path = file_in(self.folder, f"{number:010d}-{session}", ".json")
         data = redact(orjson.dumps(record, option=orjson.OPT_INDENT_2), self.secrets)
         await asyncio.get_running_loop().run_in_executor(
             self._writer, _write_atomically, path, data

@@ -6,6 +6,7 @@
     ├── NotFound                404  unknown session, trajectory or route
     ├── ReplayDiverged          404  the request history disagrees with the session's script
     ├── PayloadTooLarge         413  body over the configured limit
+    ├── StoreUnavailable        503  the session store (SQLite, Redis) cannot be reached
     └── UpstreamError
         ├── NoUpstream          503  no --upstream configured, so nothing can be forwarded
         ├── UpstreamUnreachable 502  connection refused, DNS failure, connection reset
@@ -77,6 +78,12 @@ class PayloadTooLarge(ProxyError):
     status = 413
     type = "invalid_request_error"
     code = "payload_too_large"
+
+
+class StoreUnavailable(ProxyError):
+    status = 503
+    type = "server_error"
+    code = "store_unavailable"
 
 
 class UpstreamError(ProxyError):

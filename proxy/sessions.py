@@ -121,7 +121,7 @@ class Sessions:
 
         def change(s: SessionState) -> None:
             if decision is None or isinstance(decision, Forward):
-                s.forwarded[lane] = s.forwarded.get(lane, 0) + 1
+                s.forwarded[str(lane)] = s.forwarded.get(str(lane), 0) + 1
             if decision is None:
                 return
             returned = decision.observations.returned

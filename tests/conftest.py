@@ -1,12 +1,17 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from proxy.app import create_app
 from proxy.config import Settings
@@ -48,3 +53,58 @@ def write_trajectory(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server: the one .ci/run started (REPLAY_PROXY_TEST_REDIS_URL), else our own."""
+    url = os.environ.get("REPLAY_PROXY_TEST_REDIS_URL")
+    if url:
+        yield url
+        return
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("REPLAY_PROXY_REQUIRE_REDIS"):
+            pytest.fail("redis-server is required (REPLAY_PROXY_REQUIRE_REDIS) but not installed")
+        pytest.skip("redis-server is not installed (apt-get install redis-server, or run .ci/run)")
+    folder = tmp_path_factory.mktemp("redis")
+    with socket.socket() as s:  # a free port for redis to take
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(folder),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:  # redis says when it is ready
+        if "Ready to accept connections" in line:
+            break
+    else:
+        pytest.fail("redis-server did not start")
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> str:
+    """The test's own empty Redis database."""
+    client = redis.Redis.from_url(redis_server)
+    client.flushdb()
+    client.close()
+    return redis_server

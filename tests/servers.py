@@ -25,7 +25,7 @@ from starlette.routing import Route
 @contextmanager
 def running(app: Any) -> Iterator[str]:
     """Serve `app` on 127.0.0.1:<free port>; yields the base URL (no path)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)

@@ -6,14 +6,11 @@ step, so concurrent requests of one session never lose each other's counts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
-from proxy.store.state import SessionState
+from proxy.store.state import Change, SessionState
 
-__all__ = ["SessionState", "Store", "open_store"]
-
-Change = Callable[[SessionState], None]
+__all__ = ["Change", "SessionState", "Store", "open_store"]
 
 
 class Store(Protocol):
@@ -37,12 +34,39 @@ class Store(Protocol):
 
     async def get_script(self, session: str) -> bytes | None: ...
 
+    async def next_sequence(self, name: str, *, at_least: int = 0) -> int:
+        """An atomic counter shared by every worker: max(current, at_least) + 1."""
+        ...
+
+    async def check(self) -> None:
+        """Raise if the store cannot be used (called before the server takes requests)."""
+        ...
+
     async def close(self) -> None: ...
 
 
 def open_store(url: str) -> Store:
-    from proxy.store.memory import MemoryStore
-
+    """memory:// | sqlite:///relative/state.db | sqlite:////absolute/state.db | redis://host:port/db"""
     if url in ("memory://", "memory"):
+        from proxy.store.memory import MemoryStore
+
         return MemoryStore()
-    raise ValueError(f"unsupported --store {url!r}: this build supports memory://")
+    if url.startswith("sqlite://"):
+        from pathlib import Path
+
+        from proxy.store.sqlite import SqliteStore
+
+        # as in SQLAlchemy: sqlite:///state.db is relative, sqlite:////var/lib/state.db absolute
+        path = url.removeprefix("sqlite:///")
+        if path == url or not path:
+            raise ValueError(
+                f"--store {url!r}: name a file, e.g. sqlite:///state.db or sqlite:////var/lib/state.db"
+            )
+        return SqliteStore(Path(path))
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        from proxy.store.redis import RedisStore
+
+        return RedisStore(url)
+    raise ValueError(
+        f"--store {url!r}: expected memory://, sqlite:///path/to/state.db or redis://host:port/db"
+    )

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.store import Change
-from proxy.store.state import SessionState
+from proxy.store.state import Change, SessionState
 
 
 class MemoryStore:
@@ -11,6 +10,7 @@ class MemoryStore:
         self._sessions: dict[str, SessionState] = {}
         self._owners: dict[str, str] = {}  # trajectory name -> session
         self._scripts: dict[str, bytes] = {}
+        self._counters: dict[str, int] = {}
 
     # No await between read and write: each operation is atomic on the event loop.
 
@@ -48,6 +48,14 @@ class MemoryStore:
 
     async def get_script(self, session: str) -> bytes | None:
         return self._scripts.get(session)
+
+    async def next_sequence(self, name: str, *, at_least: int = 0) -> int:
+        value = max(self._counters.get(name, 0), at_least) + 1
+        self._counters[name] = value
+        return value
+
+    async def check(self) -> None:
+        return None
 
     async def close(self) -> None:
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -60,3 +61,6 @@ class SessionState:
         self.live_since = None
         self.live_reason = None
         self.divergence = None
+
+
+Change = Callable[[SessionState], None]

@@ -1,0 +1,1 @@
+"""The benchmark suite: `python -m bench [suite ...]`. Figures are ratios within one run."""

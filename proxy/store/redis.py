@@ -1,0 +1,119 @@
+"""Redis session state: for several proxy replicas on several hosts.
+
+Redis is the distributed engine: each update is an optimistic transaction (WATCH the session key,
+read, change, MULTI/EXEC, retry if another replica wrote in between), and a trajectory is claimed
+with SET NX. Keys live under a prefix so one Redis can serve other things too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import WatchError
+
+from proxy.store.state import Change, SessionState
+
+PREFIX = "replay-proxy:"
+
+
+# max(current, at_least) + 1, atomically
+_BUMP = """
+local v = tonumber(redis.call('GET', KEYS[1]) or '0')
+local floor = tonumber(ARGV[1])
+if floor > v then v = floor end
+v = v + 1
+redis.call('SET', KEYS[1], v)
+return v
+"""
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisStore:
+    def __init__(self, url: str, *, prefix: str = PREFIX) -> None:
+        self.url = url
+        self.prefix = prefix
+        # a blocking pool: under load a request waits for a free connection instead of failing
+        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=128, timeout=30)
+        self._redis = aioredis.Redis(connection_pool=pool)
+
+    def _key(self, kind: str, name: str) -> str:
+        return f"{self.prefix}{kind}:{name}"
+
+    async def get(self, session: str) -> SessionState | None:
+        raw = await self._redis.get(self._key("session", session))
+        return None if raw is None else SessionState.from_dict(orjson.loads(raw))
+
+    async def update(self, session: str, change: Change, *, now: float) -> SessionState:
+        key = self._key("session", session)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(key)
+                    raw = await pipe.get(key)
+                    if raw is None:
+                        state = SessionState(id=session, created=now, last_seen=now)
+                    else:
+                        state = SessionState.from_dict(orjson.loads(raw))
+                    change(state)
+                    state.last_seen = now
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.set(key, orjson.dumps(state.to_dict()))
+                    pipe.zadd(self._key("index", "sessions"), {session: state.created}, nx=True)
+                    await pipe.execute()
+                    return state
+                except WatchError:
+                    continue  # another replica changed the session: read it again
+
+    async def sessions(self) -> list[SessionState]:
+        ids = await self._redis.zrange(self._key("index", "sessions"), 0, -1)
+        if not ids:
+            return []
+        raws = await self._redis.mget([self._key("session", _text(i)) for i in ids])
+        return [SessionState.from_dict(orjson.loads(r)) for r in raws if r is not None]
+
+    async def delete(self, session: str) -> bool:
+        claims = self._key("claims", session)
+        names = await self._redis.smembers(claims)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            for name in names:
+                pipe.delete(self._key("owner", _text(name)))
+            pipe.delete(claims, self._key("script", session))
+            pipe.zrem(self._key("index", "sessions"), session)
+            pipe.delete(self._key("session", session))
+            results = await pipe.execute()
+        return bool(results[-1])
+
+    async def claim(self, name: str, session: str) -> str:
+        key = self._key("owner", name)
+        if await self._redis.set(key, session, nx=True):
+            await self._redis.sadd(self._key("claims", session), name)
+            return session
+        owner = await self._redis.get(key)
+        return _text(owner) if owner is not None else await self.claim(name, session)
+
+    async def owner(self, name: str) -> str | None:
+        owner = await self._redis.get(self._key("owner", name))
+        return None if owner is None else _text(owner)
+
+    async def put_script(self, session: str, data: bytes) -> None:
+        await self._redis.set(self._key("script", session), data)
+
+    async def get_script(self, session: str) -> bytes | None:
+        raw = await self._redis.get(self._key("script", session))
+        return None if raw is None else raw if isinstance(raw, bytes) else raw.encode()
+
+    async def next_sequence(self, name: str, *, at_least: int = 0) -> int:
+        value = await self._redis.eval(_BUMP, 1, self._key("counter", name), at_least)
+        return int(value)
+
+    async def check(self) -> None:
+        await self._redis.ping()
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+        await self._redis.connection_pool.disconnect()

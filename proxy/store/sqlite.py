@@ -1,0 +1,156 @@
+"""SQLite session state: embedded, on one host, safe with several workers and across restarts.
+
+WAL mode and `BEGIN IMMEDIATE` make each update one transaction that no other worker can
+interleave with; a killed process loses nothing that was committed. Every call runs on the store's
+own thread, so the event loop never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+import orjson
+
+from proxy.store.state import Change, SessionState
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state BLOB NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS owners (name TEXT PRIMARY KEY, session TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS scripts (session TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+
+class SqliteStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
+        self._db = self._thread.submit(self._connect).result()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(
+            "PRAGMA synchronous=NORMAL"
+        )  # a crashed process loses nothing; WAL keeps it whole
+        db.execute("PRAGMA busy_timeout=30000")
+        db.executescript(SCHEMA)
+        return db
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
+
+    def _transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(db)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return result
+
+    async def get(self, session: str) -> SessionState | None:
+        def read() -> SessionState | None:
+            row = self._db.execute("SELECT state FROM sessions WHERE id = ?", (session,)).fetchone()
+            return None if row is None else SessionState.from_dict(orjson.loads(row[0]))
+
+        return await self._run(read)
+
+    async def update(self, session: str, change: Change, *, now: float) -> SessionState:
+        def apply(db: sqlite3.Connection) -> SessionState:
+            row = db.execute("SELECT state FROM sessions WHERE id = ?", (session,)).fetchone()
+            if row is None:
+                state = SessionState(id=session, created=now, last_seen=now)
+            else:
+                state = SessionState.from_dict(orjson.loads(row[0]))
+            change(state)
+            state.last_seen = now
+            db.execute(
+                "INSERT INTO sessions (id, state, created) VALUES (?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET state = excluded.state",
+                (session, orjson.dumps(state.to_dict()), state.created),
+            )
+            return state
+
+        return await self._run(lambda: self._transaction(apply))
+
+    async def sessions(self) -> list[SessionState]:
+        def read() -> list[SessionState]:
+            rows = self._db.execute("SELECT state FROM sessions ORDER BY created").fetchall()
+            return [SessionState.from_dict(orjson.loads(r[0])) for r in rows]
+
+        return await self._run(read)
+
+    async def delete(self, session: str) -> bool:
+        def remove(db: sqlite3.Connection) -> bool:
+            db.execute("DELETE FROM scripts WHERE session = ?", (session,))
+            db.execute("DELETE FROM owners WHERE session = ?", (session,))
+            return db.execute("DELETE FROM sessions WHERE id = ?", (session,)).rowcount > 0
+
+        return await self._run(lambda: self._transaction(remove))
+
+    async def claim(self, name: str, session: str) -> str:
+        def take(db: sqlite3.Connection) -> str:
+            db.execute(
+                "INSERT OR IGNORE INTO owners (name, session) VALUES (?, ?)", (name, session)
+            )
+            owner: str = db.execute(
+                "SELECT session FROM owners WHERE name = ?", (name,)
+            ).fetchone()[0]
+            return owner
+
+        return await self._run(lambda: self._transaction(take))
+
+    async def owner(self, name: str) -> str | None:
+        def read() -> str | None:
+            row = self._db.execute("SELECT session FROM owners WHERE name = ?", (name,)).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._run(read)
+
+    async def put_script(self, session: str, data: bytes) -> None:
+        def write(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO scripts (session, data) VALUES (?, ?) "
+                "ON CONFLICT(session) DO UPDATE SET data = excluded.data",
+                (session, data),
+            )
+
+        await self._run(lambda: self._transaction(write))
+
+    async def get_script(self, session: str) -> bytes | None:
+        def read() -> bytes | None:
+            row = self._db.execute(
+                "SELECT data FROM scripts WHERE session = ?", (session,)
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return await self._run(read)
+
+    async def next_sequence(self, name: str, *, at_least: int = 0) -> int:
+        def bump(db: sqlite3.Connection) -> int:
+            row = db.execute(
+                "INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) "
+                "DO UPDATE SET value = max(value, ?) + 1 RETURNING value",
+                (name, at_least + 1, at_least),
+            ).fetchone()
+            return int(row[0])
+
+        return await self._run(lambda: self._transaction(bump))
+
+    async def check(self) -> None:
+        await self._run(lambda: self._db.execute("SELECT count(*) FROM sessions").fetchone())
+
+    async def close(self) -> None:
+        await self._run(self._db.close)
+        self._thread.shutdown(wait=True)
