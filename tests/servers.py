@@ -66,6 +66,7 @@ class FakeUpstream:
 
     requests: list[Seen] = field(default_factory=list)
     answers: deque[Answer] = field(default_factory=deque)
+    fallback: Answer | None = None  # answers when the queue is empty (default: a text answer)
 
     def then(self, *answers: Answer) -> FakeUpstream:
         self.answers.extend(answers)
@@ -84,7 +85,7 @@ class FakeUpstream:
             await request.body(),
         )
         self.requests.append(seen)
-        answer = self.answers.popleft() if self.answers else text("live answer")
+        answer = self.answers.popleft() if self.answers else self.fallback or text("live answer")
         return answer(seen)
 
     def posts(self, path: str = "/v1/chat/completions") -> list[Seen]:
@@ -186,3 +187,44 @@ class Gate:
                 self.closed.set()
 
         return StreamingResponse(events(), media_type="text/event-stream")
+
+
+@dataclass
+class FlakyFront:
+    """Sits between a client and the proxy: the first answer for turn `turn` (x-replay-turn) is
+    thrown away and replaced by a 500, so the client retries that very request."""
+
+    target: str  # the proxy's root URL
+    turn: str  # e.g. "2/3"
+    failed: int = 0
+
+    @property
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/{path:path}", self._handle, methods=_METHODS)])
+
+    async def _handle(self, request: Request) -> Response:
+        import httpx
+
+        headers = {
+            k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")
+        }
+        async with httpx.AsyncClient(timeout=120) as client:
+            r = await client.request(
+                request.method,
+                self.target
+                + request.url.path
+                + (f"?{request.url.query}" if request.url.query else ""),
+                headers=headers,
+                content=await request.body(),
+            )
+        if r.headers.get("x-replay-turn") == self.turn and not self.failed:
+            self.failed += 1
+            error = {"error": {"message": "injected failure: please retry", "type": "server_error"}}
+            return Response(orjson.dumps(error), status_code=500, media_type="application/json")
+        keep = {
+            k: v
+            for k, v in r.headers.items()
+            if k.lower()
+            not in ("content-length", "transfer-encoding", "connection", "content-encoding")
+        }
+        return Response(r.content, status_code=r.status_code, headers=keep)

@@ -1,0 +1,239 @@
+"""How each harness is configured and run against a base URL, and how its run ends.
+
+Every run gets a fresh git repository and its own HOME, XDG and TMPDIR under the test's folder;
+the environment is built from scratch (PATH and LANG only), with each harness's switches against
+calls to anything but loopback (clients.md). stdin is /dev/null: opencode waits for EOF otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.harness.install import executable
+
+HERE = Path(__file__).parent
+TIMEOUT = 240.0
+
+
+@dataclass
+class Recipe:
+    name: str
+    tool: str  # the harness's shell tool
+    arguments: Callable[[str], dict[str, Any]]  # command -> the tool's arguments
+    finish: dict[
+        str, Any
+    ]  # how the live model ends the run: {"text": ...} or {"tool": ..., "arguments": ...}
+    env: dict[str, str] = field(default_factory=dict)
+
+
+RECIPES = {
+    "opencode": Recipe(
+        "opencode",
+        "bash",
+        lambda c: {"command": c, "description": "run a step"},
+        {"text": "All done."},
+    ),
+    "mini": Recipe(
+        "mini",
+        "bash",
+        lambda c: {"command": c},
+        {"tool": "bash", "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}},
+    ),
+    "agents-run": Recipe(
+        "agents-run",
+        "run_shell",
+        lambda c: {"command": c},
+        {"text": "All done."},
+        {"AGENTS_MODE": "run"},
+    ),
+    "agents-streamed": Recipe(
+        "agents-streamed",
+        "run_shell",
+        lambda c: {"command": c},
+        {"text": "All done."},
+        {"AGENTS_MODE": "streamed"},
+    ),
+    "openhands": Recipe(
+        "openhands",
+        "terminal",
+        lambda c: {"command": c},
+        {"tool": "finish", "arguments": {"message": "All done."}},
+    ),
+}
+
+
+def install_name(recipe: str) -> str:
+    return "agents" if recipe.startswith("agents") else recipe
+
+
+@dataclass
+class Run:
+    returncode: int
+    seconds: float
+    repo: Path
+    logs: Path  # stdout.log and stderr.log of the harness
+
+    def tail(self, lines: int = 60) -> str:
+        parts = []
+        for name in ("stdout.log", "stderr.log"):
+            text = (self.logs / name).read_text(errors="replace").splitlines()[-lines:]
+            parts.append(
+                f"--- {name} (last {lines} lines, kept in {self.logs}) ---\n" + "\n".join(text)
+            )
+        return "\n".join(parts)
+
+
+def make_repo(repo: Path) -> None:
+    repo.mkdir(parents=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=test", "-c", "user.email=test@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "existing.txt").write_text("old value\n")
+    subprocess.run([*git, "add", "existing.txt"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "start"], check=True)
+
+
+def _environment(folder: Path) -> dict[str, str]:
+    home = folder / "home"
+    env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL") if k in os.environ}
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local/share"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_STATE_HOME=str(home / ".local/state"),
+        TMPDIR=str(folder / "tmp"),
+        NO_COLOR="1",
+        PYTHONUNBUFFERED="1",
+    )
+    for key in (
+        "HOME",
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "XDG_CACHE_HOME",
+        "XDG_STATE_HOME",
+        "TMPDIR",
+    ):
+        Path(env[key]).mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def command(
+    recipe: Recipe, base_v1: str, folder: Path, task: str
+) -> tuple[list[str], dict[str, str]]:
+    root = base_v1.removesuffix("/v1")
+    env = _environment(folder)
+    env.update(recipe.env)
+    exe = str(executable(install_name(recipe.name)))
+    if recipe.name == "opencode":
+        config = {
+            "provider": {
+                # the id must not start with "opencode": those send x-opencode-session instead
+                "replay": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Replay",
+                    "options": {"baseURL": base_v1, "apiKey": "sk-harness"},
+                    "models": {"agent-model": {"name": "Agent model", "tool_call": True}},
+                }
+            },
+            "model": "replay/agent-model",
+            "small_model": "replay/agent-model",
+            "autoupdate": False,
+            "share": "disabled",
+            "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"},
+        }
+        (folder / "opencode.json").write_text(json.dumps(config))
+        env.update(
+            OPENCODE_CONFIG=str(folder / "opencode.json"),
+            OPENCODE_DISABLE_AUTOUPDATE="1",
+            OPENCODE_DISABLE_MODELS_FETCH="1",  # else it fetches models.dev
+            OPENCODE_DISABLE_DEFAULT_PLUGINS="1",
+            OPENCODE_DISABLE_LSP_DOWNLOAD="1",
+            OPENCODE_DISABLE_SHARE="1",
+            OPENCODE_DISABLE_CLAUDE_CODE="1",
+            OPENCODE_DISABLE_TERMINAL_TITLE="1",
+            npm_config_offline="true",  # else it installs @opencode-ai/plugin from npm in the background
+        )
+        return [exe, "run", task], env
+    if recipe.name == "mini":
+        env.update(
+            MSWEA_CONFIGURED="true",
+            MSWEA_GLOBAL_CONFIG_DIR=str(folder / "mswea"),
+            MSWEA_COST_TRACKING="ignore_errors",  # else the cost lookup of an unknown model aborts
+            MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT="3",
+            LITELLM_LOCAL_MODEL_COST_MAP="True",  # else litellm fetches its price map from GitHub
+        )
+        argv = [
+            exe, "--yolo", "--exit-immediately", "-m", "openai/agent-model", "-c", "mini.yaml",
+            "-c", f"model.model_kwargs.api_base={base_v1}", "-c", "model.model_kwargs.api_key=sk-harness",
+            "-c", "agent.step_limit=12", "-o", str(folder / "traj.json"), "-t", task,
+        ]  # fmt: skip
+        return argv, env
+    if recipe.name.startswith("agents"):
+        env.update(LLM_BASE=root, TASK=task, OPENAI_AGENTS_DISABLE_TRACING="1")
+        return [exe, str(HERE / "agents_task.py")], env
+    if recipe.name == "openhands":
+        env.update(
+            LLM_BASE=root,
+            TASK=task,
+            LITELLM_LOCAL_MODEL_COST_MAP="True",
+            OPENHANDS_SUPPRESS_BANNER="1",
+            # a short folder: a tmux socket path over 107 bytes makes OpenHands fall back to /tmp
+            TMUX_TMPDIR=tempfile.mkdtemp(prefix="oh-tmux-", dir="/tmp"),
+        )
+        return [exe, str(HERE / "openhands_task.py")], env
+    raise KeyError(recipe.name)
+
+
+def run(recipe: Recipe, base_v1: str, folder: Path, task: str) -> Run:
+    """Run the harness to its end, with a hard timeout; its output is kept in folder/logs."""
+    repo = folder / "repo"
+    make_repo(repo)
+    argv, env = command(recipe, base_v1, folder, task)
+    logs = folder / "logs"
+    logs.mkdir()
+    started = time.monotonic()
+    with (logs / "stdout.log").open("w") as out, (logs / "stderr.log").open("w") as err:
+        process = subprocess.Popen(
+            argv,
+            cwd=repo,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+        try:
+            returncode = process.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            returncode = process.wait()
+            err.write(f"\n[test] killed after the {TIMEOUT:.0f} s timeout\n")
+        finally:
+            if env.get("TMUX_TMPDIR", "").startswith("/tmp/oh-tmux-"):
+                subprocess.run(
+                    ["tmux", "-L", "default", "kill-server"],
+                    env=env,
+                    capture_output=True,
+                    check=False,
+                )
+                shutil.rmtree(env["TMUX_TMPDIR"], ignore_errors=True)
+    return Run(returncode, round(time.monotonic() - started, 1), repo, logs)
+
+
+def finished_its_own_way(recipe: Recipe, result: Run, folder: Path) -> bool:
+    if result.returncode != 0:
+        return False
+    if recipe.name == "mini":  # mini exits 0 on its step limit too
+        info = json.loads((folder / "traj.json").read_text()).get("info", {})
+        return bool(info.get("exit_status") == "Submitted")
+    return True

@@ -1,0 +1,166 @@
+"""Real harnesses re-execute a recorded trajectory through the proxy, then continue live.
+
+Per harness: a fresh git repository; a trajectory in the harness's own tool schema whose three
+scripted turns create a file, edit a file, and run a command whose output lands in a file (each
+also appends to runs.log, so a command run twice shows); a later user message before turn 3; a
+front that fails the first answer of turn 2 so the harness retries it; a fake upstream that takes
+over after the script and ends the run the harness's own way.
+
+Marked `harness`: `pytest -m "not harness"` skips them locally; .ci/run runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ProxyFactory
+from tests.harness.install import Unavailable, install
+from tests.harness.recipes import RECIPES, Recipe, finished_its_own_way, install_name, run
+from tests.servers import FakeUpstream, FlakyFront, Seen, running, text, tool_call
+
+pytestmark = pytest.mark.harness
+
+TASK = "Set up the greeting files in this repository."
+STEPS = [
+    "echo created > created.txt && echo step1 >> runs.log",
+    "sed -i 's/old value/new value/' existing.txt && echo step2 >> runs.log",
+    "echo $((6 * 7)) > answer.txt && echo step3 >> runs.log",
+]
+LATER = "Also keep the answer in answer.txt."
+
+
+def call_id(k: int) -> str:
+    return f"call_rec_{k + 1}"
+
+
+def trajectory(recipe: Recipe) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "recorded system prompt"},
+        {"role": "user", "content": TASK},
+    ]
+    for k, step in enumerate(STEPS):
+        if k == 2:
+            messages.append({"role": "user", "content": LATER})
+        arguments = json.dumps(recipe.arguments(step))
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"Step {k + 1}.",
+                "tool_calls": [
+                    {
+                        "id": call_id(k),
+                        "type": "function",
+                        "function": {"name": recipe.tool, "arguments": arguments},
+                    }
+                ],
+            }
+        )
+        messages.append(
+            {"role": "tool", "tool_call_id": call_id(k), "content": f"RECORDED OUTPUT {k + 1}"}
+        )
+    return messages
+
+
+def live_answer(recipe: Recipe) -> Any:
+    finish = recipe.finish
+    end = (
+        text(finish["text"])
+        if "text" in finish
+        else tool_call(finish["tool"], json.dumps(finish["arguments"]), "call_live_end")
+    )
+
+    def answer(seen: Seen) -> Any:
+        if not seen.json.get("tools"):
+            return text("Greeting files")(seen)  # a title or summary side call
+        return end(seen)
+
+    return answer
+
+
+@pytest.fixture(scope="session")
+def harness_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("harness-installs")
+
+
+def installed(name: str, logs: Path) -> None:
+    try:
+        install(name, logs / f"install-{name}.log")
+    except Unavailable as exc:
+        if os.environ.get("REPLAY_PROXY_REQUIRE_HARNESSES") and name != "openhands":
+            pytest.fail(f"{name} cannot be installed: {exc}")
+        pytest.skip(f"{name}: {exc}")
+
+
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_harness_replays_the_script_for_real_then_continues_live(
+    name: str, proxy: ProxyFactory, tmp_path: Path, write_trajectory: Any, harness_logs: Path
+) -> None:
+    recipe = RECIPES[name]
+    installed(install_name(name), harness_logs)
+    fake = FakeUpstream(fallback=live_answer(recipe))
+    path = write_trajectory(trajectory(recipe), name="recorded", folder=tmp_path / "trajectories")
+    with running(fake.app) as upstream, proxy(upstream=upstream + "/v1", trajectory=[path]) as url:
+        front = FlakyFront(url.removesuffix("/v1"), turn="2/3")
+        with running(front.app) as front_url:
+            result = run(recipe, front_url + "/v1", tmp_path / "run", TASK)
+        sessions = httpx.get(url.removesuffix("/v1") + "/replay/sessions").json()["data"]
+    why = f"\n{result.tail()}\nupstream saw {len(fake.requests)} requests"
+    assert finished_its_own_way(recipe, result, tmp_path / "run"), (
+        f"{name} exited {result.returncode}{why}"
+    )
+
+    # every replayed command ran for real, exactly once, even with turn 2 retried
+    repo = result.repo
+    assert front.failed == 1, why
+    assert (repo / "runs.log").read_text() == "step1\nstep2\nstep3\n", why
+    assert (repo / "created.txt").read_text() == "created\n"
+    assert (repo / "answer.txt").read_text() == "42\n"
+    diff = subprocess.run(
+        ["git", "-C", str(repo), "diff", "existing.txt"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "-old value" in diff and "+new value" in diff
+    status = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert {"?? created.txt", "?? answer.txt", "?? runs.log", " M existing.txt"} <= set(
+        status.splitlines()
+    )
+
+    # the proxy's account: 3 turns served, turn 2 twice, side calls consumed nothing
+    [main] = [s for s in sessions if s["script"] is not None]
+    assert main["turns_served"] == 3 and main["scripted_responses"] == 4, main
+    assert main["tool_results"]["returned"] == 3 and main["divergences"] == 0, main
+    assert main["phase"] == "live"
+
+    # the first live request holds the replayed prefix with the harness's real results, and the
+    # later user message spliced in right before the turn it preceded
+    live = [r for r in fake.posts() if r.json.get("tools")]
+    assert live, why
+    messages = live[0].json["messages"]
+    replies = [
+        (i, m)
+        for i, m in enumerate(messages)
+        if m.get("role") == "assistant" and m.get("tool_calls")
+    ]
+    assert [m["tool_calls"][0]["id"] for _, m in replies[:3]] == [call_id(k) for k in range(3)]
+    for k in range(3):
+        results = [
+            m for m in messages if m.get("role") == "tool" and m.get("tool_call_id") == call_id(k)
+        ]
+        assert len(results) == 1 and "RECORDED OUTPUT" not in json.dumps(results[0]["content"])
+    third = replies[2][0]
+    assert messages[third - 1] == {"role": "user", "content": LATER}
+    assert sum(1 for m in messages if m.get("content") == LATER) == 1
+    if name == "opencode":  # its title call went upstream and took no turn
+        titles = [r for r in fake.posts() if not r.json.get("tools")]
+        assert titles and main["forwarded"]["toolless"] >= 1
