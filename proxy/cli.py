@@ -200,6 +200,7 @@ def serve(flags: dict[str, Any]) -> int:
         "log_level": settings.log_level.value,
         "access_log": False,
         "lifespan": "on",
+        "timeout_keep_alive": settings.keep_alive_timeout,
     }
     if settings.workers > 1:
         os.environ[WORKER_SETTINGS] = settings.worker_env()
