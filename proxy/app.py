@@ -108,6 +108,10 @@ def create_app(
     return app
 
 
+def _anthropic(request: Request) -> bool:
+    return request.url.path.endswith("/messages")
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     async def proxy_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ProxyError)
@@ -115,37 +119,36 @@ def _install_error_handlers(app: FastAPI) -> None:
             log.warning(
                 "%s %s -> %d: %s", request.method, request.url.path, exc.status, exc.message
             )
-        return error_response(exc)
+        return error_response(exc, anthropic=_anthropic(request))
 
     async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
-        return error_response(
-            BadRequest(f"{where}: {first.get('msg', 'invalid request')}", param=where)
-        )
+        error = BadRequest(f"{where}: {first.get('msg', 'invalid request')}", param=where)
+        return error_response(error, anthropic=_anthropic(request))
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 404:
-            return error_response(NotFound(f"no route {request.method} {request.url.path}"))
+            missing = NotFound(f"no route {request.method} {request.url.path}")
+            return error_response(missing, anthropic=_anthropic(request))
         error = ProxyError(str(exc.detail))
         error.status = exc.status_code
         error.type = "invalid_request_error"
-        return error_response(error)
+        return error_response(error, anthropic=_anthropic(request))
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         if isinstance(exc, STORE_ERRORS):
-            log.error(
-                "session store unavailable on %s %s: %s", request.method, request.url.path, exc
+            where = f"{request.method} {request.url.path}"
+            log.error("session store unavailable on %s: %s", where, exc)
+            error: ProxyError = StoreUnavailable(
+                f"the session store is unavailable: {type(exc).__name__}: {exc}"
             )
-            return error_response(
-                StoreUnavailable(f"the session store is unavailable: {type(exc).__name__}: {exc}")
-            )
-        log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return error_response(
-            ProxyError(f"internal error in the replay proxy: {type(exc).__name__}")
-        )
+        else:
+            log.exception("unexpected error on %s %s", request.method, request.url.path)
+            error = ProxyError(f"internal error in the replay proxy: {type(exc).__name__}")
+        return error_response(error, anthropic=_anthropic(request))
 
     app.add_exception_handler(ProxyError, proxy_error)
     app.add_exception_handler(RequestValidationError, validation_error)

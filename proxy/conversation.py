@@ -42,14 +42,19 @@ class Reply:
     text: str
     calls: list[Call]
     calls_path: str  # JSON path of the tool-call list, e.g. "messages[3].tool_calls"
+    end: int = -1  # index of its last message or item (Responses spreads a reply over items)
+
+    def __post_init__(self) -> None:
+        if self.end < self.position:
+            self.end = self.position
 
 
 @dataclass(slots=True)
 class Result:
     """A tool result in the request history."""
 
-    position: int
-    path: str
+    position: int  # index of the message (or item) that holds it
+    output_path: str  # JSON path of the output, e.g. "messages[4].content"
     call_id: str
     output: str
 

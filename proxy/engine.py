@@ -22,6 +22,7 @@ import orjson
 
 from proxy.conversation import Conversation, Reply
 from proxy.difference import Difference, around, first_difference, first_mismatch, render
+from proxy.ids import wire_id
 from proxy.normalize import normalize
 from proxy.splice import Insertion, plan_splice
 from proxy.strict import StrictReplay
@@ -138,7 +139,7 @@ def decide(
         return Forward(ForwardReason.DIVERGED)
     turns = script.turns
     total = len(turns)
-    held, divergence = match_history(conv, turns)
+    held, divergence, replies = match_history(conv, turns)
     seen = observe(conv, script, held, rules.masks) if divergence is None else Observations()
     judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
     if divergence is None and seen.divergence is not None and judged:
@@ -157,26 +158,54 @@ def decide(
         )
         if go_live and rules.strict is None:
             return Forward(
-                ForwardReason.DIVERGED, held, plan_splice(conv, script, held), divergence, seen
+                ForwardReason.DIVERGED,
+                held,
+                plan_splice(conv, replies, script, held),
+                divergence,
+                seen,
             )
         return Diverged(divergence, total, seen)
     if rules.after_script is AfterScript.STOP:
         return Stop(total, seen)
-    return Forward(ForwardReason.SCRIPT_DONE, held, plan_splice(conv, script, held), None, seen)
+    return Forward(
+        ForwardReason.SCRIPT_DONE, held, plan_splice(conv, replies, script, held), None, seen
+    )
 
 
-def match_history(conv: Conversation, turns: tuple[Turn, ...]) -> tuple[int, Divergence | None]:
-    """How many scripted turns the history holds, and the first disagreement if any.
-
-    Assistant messages after the last scripted turn are the live part of the run."""
-    for i, reply in enumerate(conv.replies):
-        if i >= len(turns):
-            return len(turns), None
-        difference = _compare(reply, turns[i])
+def match_history(
+    conv: Conversation, turns: tuple[Turn, ...]
+) -> tuple[int, Divergence | None, list[Reply]]:
+    """How many scripted turns the history holds, the first disagreement if any, and the replies
+    with each held turn in one piece (a Responses client may send a turn's calls apart, with
+    results between them). Assistant messages after the last scripted turn are the live part."""
+    replies = conv.replies
+    out: list[Reply] = []
+    r = 0
+    for i, turn in enumerate(turns):
+        if r >= len(replies):
+            break
+        reply = replies[r]
+        calls = list(reply.calls)
+        while (
+            len(calls) < len(turn.tool_calls)
+            and r + 1 < len(replies)
+            and replies[r + 1].calls
+            and not replies[r + 1].text.strip()
+            and replies[r + 1].calls[0].id == wire_id(conv.api, turn.tool_calls[len(calls)].id)
+        ):
+            r += 1
+            calls.extend(replies[r].calls)
+        if len(calls) != len(reply.calls):
+            reply = Reply(
+                reply.position, reply.path, reply.text, calls, reply.calls_path, replies[r].end
+            )
+        difference = _compare(reply, turn, conv.api)
         if difference is not None:
             reason = f"the history's assistant message {i + 1} is not scripted turn {i + 1}"
-            return i, Divergence(i + 1, reason, difference)
-    return len(conv.replies), None
+            return i, Divergence(i + 1, reason, difference), out
+        out.append(reply)
+        r += 1
+    return len(out), None, [*out, *replies[r:]]
 
 
 def observe(
@@ -187,15 +216,18 @@ def observe(
     if held == 0 or not conv.results:
         return Observations()
     results = {r.call_id: r for r in conv.results}
-    returned = tuple(c.id for t in script.turns[:held] for c in t.tool_calls if c.id in results)
+    api = conv.api
+    returned = tuple(
+        c.id for t in script.turns[:held] for c in t.tool_calls if wire_id(api, c.id) in results
+    )
     newest = script.turns[held - 1]
     for call in newest.tool_calls:
-        result = results.get(call.id)
+        result = results.get(wire_id(api, call.id))
         recorded = script.tool_outputs.get(call.id)
         if result is None or recorded is None:
             continue
         difference = first_difference(
-            _output(recorded, masks), _output(result.output, masks), result.path + ".content"
+            _output(recorded, masks), _output(result.output, masks), result.output_path
         )
         if difference is not None:
             reason = f"the result of {call.name} call {call.id} differs from the recorded output"
@@ -246,7 +278,7 @@ def _strict_step(
     )
 
 
-def _compare(reply: Reply, turn: Turn) -> Difference | None:
+def _compare(reply: Reply, turn: Turn, api: str) -> Difference | None:
     if turn.final:
         if reply.calls:
             ids = [c.id for c in reply.calls]
@@ -260,12 +292,13 @@ def _compare(reply: Reply, turn: Turn) -> Difference | None:
         if j >= len(reply.calls):
             return Difference(
                 f"{reply.calls_path}[{j}]",
-                f'tool call "{call.id}" ({call.name})',
+                f'tool call "{wire_id(api, call.id)}" ({call.name})',
                 "nothing (the call is missing)",
             )
         got_call = reply.calls[j]
-        if got_call.id != call.id:
-            return Difference(got_call.id_path, render(call.id), render(got_call.id))
+        expected = wire_id(api, call.id)
+        if got_call.id != expected:
+            return Difference(got_call.id_path, render(expected), render(got_call.id))
         if got_call.name != call.name:
             return Difference(got_call.name_path, render(call.name), render(got_call.name))
     if len(reply.calls) > len(turn.tool_calls):

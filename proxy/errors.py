@@ -120,9 +120,25 @@ class LoadError(ValueError):
 PROXY_HEADERS = {"x-should-retry": "false"}
 
 
-def error_response(error: ProxyError) -> Response:
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    502: "api_error",
+    503: "api_error",
+    504: "timeout_error",
+}
+
+
+def error_response(error: ProxyError, *, anthropic: bool = False) -> Response:
+    """OpenAI-shaped; Anthropic-shaped on the Messages API, whose clients parse that form."""
+    body = error.body()
+    if anthropic:
+        inner = {**body["error"], "type": ANTHROPIC_TYPES.get(error.status, "api_error")}
+        body = {"type": "error", "error": inner}
     return Response(
-        orjson.dumps(error.body()),
+        orjson.dumps(body),
         status_code=error.status,
         media_type="application/json",
         headers=PROXY_HEADERS,

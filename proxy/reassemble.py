@@ -11,6 +11,9 @@ from typing import Any
 
 import orjson
 
+from proxy.loaders.anthropic import messages_to_chat
+from proxy.loaders.responses import items_to_chat
+
 
 @dataclass(slots=True)
 class Assembled:
@@ -19,9 +22,13 @@ class Assembled:
     usage: Any
     events: list[str] | None  # the raw SSE events (each without its blank line), for streams
     head: dict[str, Any] | None = None  # id, created and model of a stream's first chunk
+    native: dict[str, Any] | None = None  # the API's own final object (Responses, Anthropic)
 
     def completion(self) -> dict[str, Any] | None:
-        """The answer as a chat.completion object, whether it came as JSON or as a stream."""
+        """The whole answer as one object: a chat.completion (rebuilt from a stream), or the
+        Responses API response / Anthropic message object."""
+        if self.native is not None:
+            return self.native
         if self.message is None:
             return None
         head = self.head or {}
@@ -98,3 +105,78 @@ def chat_response(raw: bytes, *, stream: bool) -> Assembled:
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     return Assembled(message, finish, usage, events, head)
+
+
+def responses_response(raw: bytes, *, stream: bool) -> Assembled:
+    """The response object (from response.completed for a stream) and its turn in chat form."""
+    events = sse_events(raw) if stream else None
+    body: Any = None
+    try:
+        if events is None:
+            body = orjson.loads(raw)
+        else:
+            for block in events:
+                data = event_data(block)
+                if data and '"response.completed"' in data:
+                    body = orjson.loads(data).get("response")
+    except orjson.JSONDecodeError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("output"), list):
+        return Assembled(None, None, None, events)
+    chat, _ = items_to_chat(body["output"], "response")
+    message = next((m for m in chat if m.get("role") == "assistant"), None)
+    finish = "tool_calls" if message and message.get("tool_calls") else "stop"
+    return Assembled(message, finish, body.get("usage"), events, native=body)
+
+
+def anthropic_response(raw: bytes, *, stream: bool) -> Assembled:
+    """The message object (rebuilt from the events for a stream) and its turn in chat form."""
+    events = sse_events(raw) if stream else None
+    body: dict[str, Any] | None = None
+    try:
+        if events is None:
+            loaded = orjson.loads(raw)
+            body = loaded if isinstance(loaded, dict) and loaded.get("type") == "message" else None
+        else:
+            body = _anthropic_from_events(events)
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError):
+        body = None
+    if body is None or not isinstance(body.get("content"), list):
+        return Assembled(None, None, None, events)
+    chat, _ = messages_to_chat([{"role": "assistant", "content": body["content"]}], "response")
+    return Assembled(chat[0], body.get("stop_reason"), body.get("usage"), events, native=body)
+
+
+def _anthropic_from_events(events: list[str]) -> dict[str, Any] | None:
+    message: dict[str, Any] | None = None
+    partial: dict[int, str] = {}
+    for block in events:
+        data = event_data(block)
+        if not data:
+            continue
+        event = orjson.loads(data)
+        kind = event.get("type")
+        if kind == "message_start":
+            message = dict(event["message"])
+            message["content"] = []
+        elif message is None:
+            continue
+        elif kind == "content_block_start":
+            message["content"].append(dict(event["content_block"]))
+        elif kind == "content_block_delta":
+            target, delta = message["content"][event["index"]], event["delta"]
+            if delta.get("type") == "text_delta":
+                target["text"] = target.get("text", "") + delta["text"]
+            elif delta.get("type") == "thinking_delta":
+                target["thinking"] = target.get("thinking", "") + delta["thinking"]
+            elif delta.get("type") == "signature_delta":
+                target["signature"] = delta["signature"]
+            elif delta.get("type") == "input_json_delta":
+                partial[event["index"]] = partial.get(event["index"], "") + delta["partial_json"]
+        elif kind == "content_block_stop" and event["index"] in partial:
+            text = partial.pop(event["index"])
+            message["content"][event["index"]]["input"] = orjson.loads(text) if text else {}
+        elif kind == "message_delta":
+            message.update(event.get("delta") or {})
+            message["usage"] = {**(message.get("usage") or {}), **(event.get("usage") or {})}
+    return message

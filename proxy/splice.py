@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from proxy.content import text_of
+from proxy.ids import wire_id
 from proxy.trajectory import UserMessage
 
 if TYPE_CHECKING:
-    from proxy.conversation import Conversation
+    from proxy.conversation import Conversation, Reply
     from proxy.trajectory import Trajectory
 
 
@@ -26,25 +27,27 @@ class Insertion:
     users: tuple[UserMessage, ...]
 
 
-def plan_splice(conv: Conversation, script: Trajectory, held: int) -> tuple[Insertion, ...]:
-    """Where the user messages go, for a request whose history holds `held` scripted turns."""
-    replies = conv.replies
+def plan_splice(
+    conv: Conversation, replies: list[Reply], script: Trajectory, held: int
+) -> tuple[Insertion, ...]:
+    """Where the user messages go, for a request whose history holds `held` scripted turns
+    (`replies`: the history's assistant replies, each held turn in one piece)."""
     plan: list[Insertion] = []
     for j in range(held):
         turn = script.turns[j]
         if turn.users_before:
-            start = replies[j - 1].position if j > 0 else -1
+            start = replies[j - 1].end if j > 0 else -1
             at = replies[j].position
             _add(plan, conv, at, turn.users_before, start, at)
     if held == len(script.turns) and held > 0 and script.trailing_users:
         last = replies[held - 1]
-        ids = {c.id for c in script.turns[-1].tool_calls}
+        ids = {wire_id(conv.api, c.id) for c in script.turns[-1].tool_calls}
         results = {r.position for r in conv.results if r.call_id in ids}
-        at = last.position + 1
+        at = last.end + 1
         while at in results:
             at += 1
         end = replies[held].position if len(replies) > held else conv.message_count
-        _add(plan, conv, at, script.trailing_users, last.position, end)
+        _add(plan, conv, at, script.trailing_users, last.end, end)
     return tuple(plan)
 
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import orjson
 
+from proxy.apis import BY_NAME
 from proxy.dumps import Dumper
-from proxy.reassemble import chat_response, sse_events
+from proxy.reassemble import sse_events
 from proxy.recording import Exchange, Recorder
 from proxy.status import iso
 from proxy.trajectory import Recorded
@@ -67,8 +68,9 @@ class Tap:
         stream = captured.content_type.startswith("text/event-stream")
         x.stream = stream
         body = bytes(captured.body)
-        if x.api == "chat":
-            assembled = chat_response(body, stream=stream)
+        api = BY_NAME.get(x.api)
+        if api is not None:
+            assembled = api.reassemble(body, stream)
             x.message, x.finish_reason = assembled.message, assembled.finish_reason
             if stream:
                 x.events = assembled.events
@@ -107,8 +109,9 @@ class Tap:
             x.events = sse_events(recorded.body)
         else:
             x.response = _json_or_text(recorded.body)
-        if x.api == "chat" and recorded.status == 200:
-            assembled = chat_response(recorded.body, stream=recorded.stream)
+        api = BY_NAME.get(x.api)
+        if api is not None and recorded.status == 200:
+            assembled = api.reassemble(recorded.body, recorded.stream)
             x.message, x.finish_reason = assembled.message, assembled.finish_reason
         x.ttfb_ms = x.duration_ms = self._ms(time.perf_counter())
         await self._record()

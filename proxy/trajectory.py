@@ -30,6 +30,7 @@ class Recorded:
     """One exchange of a recording, kept whole for strict replay."""
 
     index: int  # line index in the recording
+    api: str  # chat | responses | anthropic | other
     lane: str
     method: str
     path: str

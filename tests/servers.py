@@ -228,3 +228,77 @@ class FlakyFront:
             not in ("content-length", "transfer-encoding", "connection", "content-encoding")
         }
         return Response(r.content, status_code=r.status_code, headers=keep)
+
+
+def responses_text(content: str) -> Answer:
+    """A final text answer in the Responses API, as JSON or named SSE events (hand-written)."""
+
+    def answer(seen: Seen) -> Response:
+        body = seen.json
+        item = {"id": "msg_up", "type": "message", "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": content, "annotations": []}]}  # fmt: skip
+        done = {"id": "resp_up", "object": "response", "created_at": 1, "status": "completed", "model": body.get("model"),
+                "output": [item], "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}}  # fmt: skip
+        if not body.get("stream"):
+            return Response(orjson.dumps(done), media_type="application/json")
+        events = [
+            ("response.created", {"response": {**done, "status": "in_progress", "output": []}}),
+            (
+                "response.output_item.added",
+                {"output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
+            ),
+            (
+                "response.content_part.added",
+                {
+                    "item_id": "msg_up",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": []},
+                },
+            ),
+            (
+                "response.output_text.delta",
+                {"item_id": "msg_up", "output_index": 0, "content_index": 0, "delta": content},
+            ),
+            ("response.output_item.done", {"output_index": 0, "item": item}),
+            ("response.completed", {"response": done}),
+        ]
+        data = b"".join(
+            f"event: {kind}\ndata: ".encode()
+            + orjson.dumps({"type": kind, "sequence_number": i, **payload})
+            + b"\n\n"
+            for i, (kind, payload) in enumerate(events)
+        )
+        return Response(data, media_type="text/event-stream")
+
+    return answer
+
+
+def anthropic_text(content: str) -> Answer:
+    """A final text answer in the Anthropic Messages API, as JSON or SSE events (hand-written)."""
+
+    def answer(seen: Seen) -> Response:
+        body = seen.json
+        usage = {"input_tokens": 3, "output_tokens": 2}
+        message = {"id": "msg_up", "type": "message", "role": "assistant", "model": body.get("model"),
+                   "content": [{"type": "text", "text": content}], "stop_reason": "end_turn", "stop_sequence": None, "usage": usage}  # fmt: skip
+        if not body.get("stream"):
+            return Response(orjson.dumps(message), media_type="application/json")
+        events = [
+            ("message_start", {"message": {**message, "content": [], "stop_reason": None}}),
+            ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": content}}),
+            ("content_block_stop", {"index": 0}),
+            (
+                "message_delta",
+                {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": usage},
+            ),
+            ("message_stop", {}),
+        ]
+        data = b"".join(
+            f"event: {k}\ndata: ".encode() + orjson.dumps({"type": k, **p}) + b"\n\n"
+            for k, p in events
+        )
+        return Response(data, media_type="text/event-stream")
+
+    return answer

@@ -23,7 +23,16 @@ import pytest
 from tests.conftest import ProxyFactory
 from tests.harness.install import Unavailable, install
 from tests.harness.recipes import RECIPES, Recipe, finished_its_own_way, install_name, run
-from tests.servers import FakeUpstream, FlakyFront, Seen, running, text, tool_call
+from tests.servers import (
+    FakeUpstream,
+    FlakyFront,
+    Seen,
+    anthropic_text,
+    responses_text,
+    running,
+    text,
+    tool_call,
+)
 
 pytestmark = pytest.mark.harness
 
@@ -68,17 +77,20 @@ def trajectory(recipe: Recipe) -> list[dict[str, Any]]:
     return messages
 
 
+TEXT_ANSWERS = {"chat": text, "responses": responses_text, "anthropic": anthropic_text}
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "anthropic": "/v1/messages"}
+
+
 def live_answer(recipe: Recipe) -> Any:
     finish = recipe.finish
-    end = (
-        text(finish["text"])
-        if "text" in finish
-        else tool_call(finish["tool"], json.dumps(finish["arguments"]), "call_live_end")
-    )
+    if "text" in finish:
+        end = TEXT_ANSWERS[recipe.api](finish["text"])
+    else:
+        end = tool_call(finish["tool"], json.dumps(finish["arguments"]), "call_live_end")
 
     def answer(seen: Seen) -> Any:
         if not seen.json.get("tools"):
-            return text("Greeting files")(seen)  # a title or summary side call
+            return TEXT_ANSWERS[recipe.api]("Greeting files")(seen)  # a title or summary side call
         return end(seen)
 
     return answer
@@ -144,23 +156,86 @@ def test_harness_replays_the_script_for_real_then_continues_live(
 
     # the first live request holds the replayed prefix with the harness's real results, and the
     # later user message spliced in right before the turn it preceded
-    live = [r for r in fake.posts() if r.json.get("tools")]
+    live = [r for r in fake.posts(PATHS[recipe.api]) if r.json.get("tools")]
     assert live, why
-    messages = live[0].json["messages"]
+    calls, results, splice_ok = VIEWS[recipe.api](live[0].json)
+    assert calls[:3] == [call_id(k) for k in range(3)], calls
+    for k in range(3):
+        assert len(results[call_id(k)]) == 1 and "RECORDED OUTPUT" not in results[call_id(k)][0]
+    assert splice_ok, json.dumps(live[0].json)[-3000:]
+    if name == "opencode":  # its title call went upstream and took no turn
+        titles = [r for r in fake.posts() if not r.json.get("tools")]
+        assert titles and main["forwarded"]["toolless"] >= 1
+
+
+def chat_view(body: dict[str, Any]) -> tuple[list[str], dict[str, list[str]], bool]:
+    messages = body["messages"]
     replies = [
         (i, m)
         for i, m in enumerate(messages)
         if m.get("role") == "assistant" and m.get("tool_calls")
     ]
-    assert [m["tool_calls"][0]["id"] for _, m in replies[:3]] == [call_id(k) for k in range(3)]
-    for k in range(3):
-        results = [
-            m for m in messages if m.get("role") == "tool" and m.get("tool_call_id") == call_id(k)
-        ]
-        assert len(results) == 1 and "RECORDED OUTPUT" not in json.dumps(results[0]["content"])
+    calls = [m["tool_calls"][0]["id"] for _, m in replies]
+    results: dict[str, list[str]] = {}
+    for m in messages:
+        if m.get("role") == "tool":
+            results.setdefault(m["tool_call_id"], []).append(json.dumps(m["content"]))
     third = replies[2][0]
-    assert messages[third - 1] == {"role": "user", "content": LATER}
-    assert sum(1 for m in messages if m.get("content") == LATER) == 1
-    if name == "opencode":  # its title call went upstream and took no turn
-        titles = [r for r in fake.posts() if not r.json.get("tools")]
-        assert titles and main["forwarded"]["toolless"] >= 1
+    once = sum(1 for m in messages if m.get("content") == LATER) == 1
+    return calls, results, once and messages[third - 1] == {"role": "user", "content": LATER}
+
+
+def responses_view(body: dict[str, Any]) -> tuple[list[str], dict[str, list[str]], bool]:
+    items = body["input"]
+    calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+    results: dict[str, list[str]] = {}
+    for i in items:
+        if i.get("type") == "function_call_output":
+            results.setdefault(i["call_id"], []).append(json.dumps(i["output"]))
+    hints = [
+        n
+        for n, i in enumerate(items)
+        if i.get("role") == "user" and LATER in json.dumps(i.get("content"))
+    ]
+    third = next(
+        n
+        for n, i in enumerate(items)
+        if i.get("call_id") == call_id(2) and i.get("type") == "function_call"
+    )
+    between = items[hints[0] + 1 : third] if len(hints) == 1 else [None]
+    # only turn 3's own assistant items (its text, its reasoning) between the hint and its call
+    ok = (
+        len(hints) == 1
+        and hints[0] < third
+        and all(
+            i
+            and i.get("role", "assistant") == "assistant"
+            and i.get("type") != "function_call_output"
+            for i in between
+        )
+    )
+    return calls, results, ok
+
+
+def anthropic_view(body: dict[str, Any]) -> tuple[list[str], dict[str, list[str]], bool]:
+    messages = body["messages"]
+    calls: list[str] = []
+    results: dict[str, list[str]] = {}
+    third = -1
+    for n, m in enumerate(messages):
+        for block in m["content"] if isinstance(m["content"], list) else []:
+            if block.get("type") == "tool_use":
+                calls.append(block["id"])
+                if block["id"] == call_id(2):
+                    third = n
+            elif block.get("type") == "tool_result":
+                results.setdefault(block["tool_use_id"], []).append(json.dumps(block["content"]))
+    before = messages[third - 1]
+    texts = [
+        b.get("text") for b in before["content"] if isinstance(b, dict) and b.get("type") == "text"
+    ]
+    everywhere = json.dumps(messages).count(LATER)
+    return calls, results, before["role"] == "user" and texts[-1:] == [LATER] and everywhere == 1
+
+
+VIEWS = {"chat": chat_view, "responses": responses_view, "anthropic": anthropic_view}

@@ -7,6 +7,9 @@ Formats, told apart by their shape (sniffing), not by the file name:
 - "jsonl":           one chat message per line
 - "llm_completions": {"messages": [...], "response": {chat.completion}}; the conversation is the
                      messages plus the response's message
+- "responses":       OpenAI Responses API input items, a bare list or {"input": [...], "instructions"}
+- "anthropic":       Anthropic Messages API messages (tool_use / tool_result blocks), a bare list or
+                     {"messages": [...], "system": ...}
 - "recording":       what --record-dir writes: one exchange per line (see loaders/recording.py);
                      a half-written last line (a crash mid-write) is skipped with a warning
 
@@ -23,8 +26,10 @@ from typing import Any
 import orjson
 
 from proxy.errors import LoadError
+from proxy.loaders.anthropic import looks_like_anthropic, messages_to_chat
 from proxy.loaders.chat import trajectory_from_messages
 from proxy.loaders.recording import is_recording, trajectory_from_recording
+from proxy.loaders.responses import items_to_chat, looks_like_items
 from proxy.trajectory import Note, Trajectory
 
 log = logging.getLogger("proxy.loaders")
@@ -60,9 +65,21 @@ def load_bytes(data: bytes, *, name: str, source: str) -> Trajectory:
 
 def _from_document(doc: Any, *, name: str, source: str, digest: str) -> Trajectory:
     if isinstance(doc, list):
-        return trajectory_from_messages(doc, name=name, source=source, fmt="chat", digest=digest)
+        return _from_list(doc, name=name, source=source, digest=digest, fmt="chat")
     if isinstance(doc, dict):
+        if isinstance(doc.get("input"), list):
+            chat, indexes = items_to_chat(
+                doc["input"], source, instructions=doc.get("instructions")
+            )
+            return trajectory_from_messages(
+                chat, name=name, source=source, fmt="responses", digest=digest, indexes=indexes
+            )
         messages = doc.get("messages")
+        if isinstance(messages, list) and (looks_like_anthropic(messages) or "system" in doc):
+            chat, indexes = messages_to_chat(messages, source, system=doc.get("system"))
+            return trajectory_from_messages(
+                chat, name=name, source=source, fmt="anthropic", digest=digest, indexes=indexes
+            )
         if not isinstance(messages, list):
             if "role" in doc:  # a JSONL file holding a single message
                 return trajectory_from_messages(
@@ -82,9 +99,9 @@ def _from_document(doc: Any, *, name: str, source: str, digest: str) -> Trajecto
 
 
 _UNRECOGNISED = (
-    "unrecognised trajectory format: expected a JSON array of chat messages, "
-    '{"messages": [...]}, an llm_completions dump {"messages", "response"}, '
-    "or JSONL with one message per line"
+    "unrecognised trajectory format: expected a JSON array of chat messages, Responses items or "
+    'Anthropic messages; {"messages": [...]}; {"input": [...]}; an llm_completions dump '
+    '{"messages", "response"}; JSONL with one message per line; or a recording'
 )
 
 
@@ -124,5 +141,21 @@ def _from_lines(
         return trajectory_from_recording(
             items, name=name, source=source, digest=digest, notes=notes
         )
-    messages = [value for _, value in items]
-    return trajectory_from_messages(messages, name=name, source=source, fmt="jsonl", digest=digest)
+    return _from_list(
+        [value for _, value in items], name=name, source=source, digest=digest, fmt="jsonl"
+    )
+
+
+def _from_list(items: list[Any], *, name: str, source: str, digest: str, fmt: str) -> Trajectory:
+    """A list of chat messages, Responses items or Anthropic messages."""
+    if looks_like_items(items):
+        chat, indexes = items_to_chat(items, source)
+        return trajectory_from_messages(
+            chat, name=name, source=source, fmt="responses", digest=digest, indexes=indexes
+        )
+    if looks_like_anthropic(items):
+        chat, indexes = messages_to_chat(items, source)
+        return trajectory_from_messages(
+            chat, name=name, source=source, fmt="anthropic", digest=digest, indexes=indexes
+        )
+    return trajectory_from_messages(items, name=name, source=source, fmt=fmt, digest=digest)

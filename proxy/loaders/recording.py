@@ -15,7 +15,9 @@ from typing import Any
 import orjson
 
 from proxy.errors import LoadError
+from proxy.loaders.anthropic import messages_to_chat
 from proxy.loaders.chat import trajectory_from_messages
+from proxy.loaders.responses import items_to_chat
 from proxy.trajectory import Note, Recorded, Trajectory
 
 
@@ -54,9 +56,7 @@ def trajectory_from_recording(
         )  # fmt: skip
     last_index, last = steps[-1]
     sent = last.get("forwarded") or last["request"]
-    messages = sent.get("messages") if isinstance(sent, dict) else None
-    if not isinstance(messages, list):
-        raise LoadError(source, last_index, "the request of a chat exchange has no messages list")
+    messages = _chat_history(sent, last.get("api", "chat"), source, last_index)
     conversation = _with_recorded_answers([*messages, last["message"]], [e for _, e in steps])
     try:
         t = trajectory_from_messages(
@@ -75,6 +75,24 @@ def trajectory_from_recording(
     return dataclasses.replace(
         t, turns=tuple(turns), skipped=(*notes, *t.skipped), side=tuple(side)
     )
+
+
+def _chat_history(sent: Any, api: str, source: str, index: int) -> list[Any]:
+    """The conversation of a recorded request, as chat messages, whatever API it used."""
+    if not isinstance(sent, dict):
+        raise LoadError(source, index, "the exchange has no request body")
+    if api == "responses":
+        items = sent.get("input")
+        if isinstance(items, str):
+            items = [{"role": "user", "content": items}]
+        if isinstance(items, list):
+            return items_to_chat(items, source, instructions=sent.get("instructions"))[0]
+    elif api == "anthropic":
+        if isinstance(sent.get("messages"), list):
+            return messages_to_chat(sent["messages"], source, system=sent.get("system"))[0]
+    elif isinstance(sent.get("messages"), list):
+        return list(sent["messages"])
+    raise LoadError(source, index, f"the request of a {api} exchange has no conversation")
 
 
 def _usable_step(exchange: dict[str, Any]) -> bool:
@@ -114,6 +132,7 @@ def _recorded(index: int, exchange: dict[str, Any]) -> Recorded:
         body = orjson.dumps(exchange.get("response"))
     return Recorded(
         index=index,
+        api=str(exchange.get("api", "chat")),
         lane=str(exchange.get("lane")),
         method=str(exchange.get("method", "POST")),
         path=str(exchange.get("path", "")),

@@ -65,7 +65,7 @@ def parse_chat(body: Any) -> Conversation:
         elif role == "tool":
             call_id = msg.get("tool_call_id")
             if isinstance(call_id, str):
-                conv.results.append(Result(pos, path, call_id, text_of(content)))
+                conv.results.append(Result(pos, f"{path}.content", call_id, text_of(content)))
     conv.system = "\n".join(systems)
     return conv
 

@@ -1,4 +1,7 @@
-"""POST /v1/chat/completions: route -> parse -> engine.decide -> store -> render or forward."""
+"""POST /v1/chat/completions, /v1/responses and /v1/messages: one path for all three APIs.
+
+route -> parse -> engine.decide (pure) -> store -> render or forward.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +13,15 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from proxy.apis import ANTHROPIC, CHAT, RESPONSES, Api
 from proxy.conversation import Conversation, Lane, session_id
 from proxy.engine import Diverged, Divergence, Forward, Scripted, Stop, decide
 from proxy.errors import PROXY_HEADERS, NotFound, ProxyError, ReplayDiverged
-from proxy.parse.chat import parse_chat
-from proxy.render.chat import chat_completion, chat_message, chat_stream
+from proxy.render.chat import chat_message
 from proxy.routes.body import read_json
 from proxy.routes.strict import answer_recorded
 from proxy.runtime import Runtime, new_exchange
-from proxy.splice import apply_chat
-from proxy.streaming import JSON, Rendered
+from proxy.streaming import JSON, SSE, Rendered
 from proxy.tap import Tap, dump_record
 from proxy.trajectory import Trajectory, Turn
 
@@ -35,22 +37,33 @@ STOP_TEXT = (
 @router.post("/v1/chat/completions", include_in_schema=True)
 @router.post("/chat/completions", include_in_schema=False)
 async def chat_completions(request: Request) -> Response:
+    return await serve(request, CHAT)
+
+
+@router.post("/v1/responses", include_in_schema=True)
+@router.post("/responses", include_in_schema=False)
+async def responses(request: Request) -> Response:
+    return await serve(request, RESPONSES)
+
+
+@router.post("/v1/messages", include_in_schema=True)
+@router.post("/messages", include_in_schema=False)
+async def messages(request: Request) -> Response:
+    """Anthropic Messages API (Claude Code calls /v1/messages?beta=true: the query is ignored)."""
+    return await serve(request, ANTHROPIC)
+
+
+async def serve(request: Request, api: Api) -> Response:
     runtime: Runtime = request.app.state.runtime
     raw, body = await read_json(request, runtime.settings.max_body_bytes)
-    conv = parse_chat(body)
-    return await serve(request, runtime, conv, raw, body)
-
-
-async def serve(
-    request: Request, runtime: Runtime, conv: Conversation, raw: bytes, body: dict[str, Any]
-) -> Response:
+    conv = api.parse(body)
     started = time.perf_counter()
     session = session_id(request.headers, runtime.settings.session_header, conv)
     parent = request.headers.get(runtime.settings.subagent_header)
     lane = conv.lane(subagent=parent is not None)
     headers = [(b"x-replay-session", session.encode())]
     exchange = new_exchange(
-        request, session=session, lane=lane, api="chat", body=body, stream=conv.stream
+        request, session=session, lane=lane, api=api.name, body=body, stream=conv.stream
     )
     live = not runtime.strict
     tap = runtime.tap(request, exchange, perf_start=started, dump=live)
@@ -61,7 +74,7 @@ async def serve(
                 request, runtime, session, lane, body, headers, tap, started
             )
         state = await runtime.sessions.record(session, lane, None)
-        _dump_context(tap, conv, session, parent, lane, state.prefix_messages, body)
+        _dump_context(tap, api, conv, session, parent, lane, state.prefix_messages, body)
         exchange.source = "upstream"
         response = await _forward(request, runtime, session, raw, headers, tap)
         _log(session, lane, "upstream", "-", response.status_code, started)
@@ -96,7 +109,9 @@ async def serve(
             await tap.failed(error.status, error.body())
         raise error
     if isinstance(decision, Scripted | Stop):
-        return await _answer(conv, decision, headers, binding.trajectory, tap, session, started)
+        return await _answer(
+            api, conv, body, decision, headers, binding.trajectory, tap, session, started
+        )
 
     assert isinstance(decision, Forward)
     if not live:
@@ -104,14 +119,19 @@ async def serve(
             f"strict replay: session {session} has no recording to replay (--mode strict never "
             "forwards upstream); bind one with x-replay-trajectory, by its task, or the admin API"
         )
-    if decision.splice:
-        body["messages"] = apply_chat(body["messages"], decision.splice)
-        raw = orjson.dumps(body)
-        exchange.forwarded = body
-        headers.append(
-            (b"x-replay-spliced", str(sum(len(i.users) for i in decision.splice)).encode())
-        )
-    _dump_context(tap, conv, session, parent, lane, state.prefix_messages, body)
+    history = body.get(api.history)
+    if isinstance(history, list) and binding.trajectory is not None:
+        # splice first: its positions are those of the history as the client sent it
+        spliced = api.splice(history, decision.splice) if decision.splice else history
+        cleaned = api.clean(spliced)
+        if cleaned is not None or decision.splice:
+            body[api.history] = cleaned if cleaned is not None else spliced
+            raw = orjson.dumps(body)
+            exchange.forwarded = body
+        if decision.splice:
+            count = sum(len(i.users) for i in decision.splice)
+            headers.append((b"x-replay-spliced", str(count).encode()))
+    _dump_context(tap, api, conv, session, parent, lane, state.prefix_messages, body)
     exchange.source = "upstream"
     response = await _forward(request, runtime, session, raw, headers, tap)
     _log(session, lane, "upstream", str(decision.reason), response.status_code, started)
@@ -120,6 +140,7 @@ async def serve(
 
 def _dump_context(
     tap: Tap | None,
+    api: Api,
     conv: Conversation,
     session: str,
     parent: str | None,
@@ -136,7 +157,7 @@ def _dump_context(
         turn=len(conv.replies) + 1,
         started=tap.exchange.started,
         prefix=prefix,
-        messages=sent.get("messages"),
+        messages=sent.get(api.history),
     )
 
 
@@ -182,7 +203,9 @@ def _diverged(session: str, script: Trajectory | None, decision: Diverged) -> Re
 
 
 async def _answer(
+    api: Api,
     conv: Conversation,
+    body: dict[str, Any],
     decision: Scripted | Stop,
     headers: list[tuple[bytes, bytes]],
     script: Trajectory | None,
@@ -198,26 +221,21 @@ async def _answer(
         label, source = f"{turn.number}/{decision.total}", b"scripted"
     headers += [(k.encode(), v.encode()) for k, v in PROXY_HEADERS.items()]
     headers += [(b"x-replay-source", source), (b"x-replay-turn", label.encode())]
-    digest = script.digest[:12] if script else "none"
-    completion_id = f"chatcmpl-replay-{digest}-{turn.number}"
-    created = int(time.time())
+    key = f"replay-{script.digest[:12] if script else 'none'}-{turn.number}"
     recorded = turn.recorded
-    if recorded is not None and recorded.stream == conv.stream and recorded.status == 200:
+    if (
+        recorded is not None
+        and recorded.stream == conv.stream
+        and recorded.status == 200
+        and recorded.api == api.name
+    ):
         parts = [recorded.body]  # strict replay of a recording: the answer exactly as recorded
         content_type = recorded.content_type.encode()
     elif conv.stream:
-        parts = chat_stream(
-            turn,
-            model=conv.model,
-            completion_id=completion_id,
-            created=created,
-            include_usage=conv.include_usage,
-        )
-        content_type = b"text/event-stream; charset=utf-8"
+        parts = api.stream(turn, conv, body, key)
+        content_type = SSE
     else:
-        parts = [
-            chat_completion(turn, model=conv.model, completion_id=completion_id, created=created)
-        ]
+        parts = [api.whole(turn, conv, body, key)]
         content_type = JSON
     _log(session, Lane.MAIN, source.decode(), label, 200, started)
     on_complete = None

@@ -30,10 +30,10 @@ class Recipe:
     name: str
     tool: str  # the harness's shell tool
     arguments: Callable[[str], dict[str, Any]]  # command -> the tool's arguments
-    finish: dict[
-        str, Any
-    ]  # how the live model ends the run: {"text": ...} or {"tool": ..., "arguments": ...}
+    # how the live model ends the run: {"text": ...} or {"tool": ..., "arguments": ...}
+    finish: dict[str, Any]
     env: dict[str, str] = field(default_factory=dict)
+    api: str = "chat"  # the API the harness speaks: chat | responses | anthropic
 
 
 RECIPES = {
@@ -62,6 +62,16 @@ RECIPES = {
         lambda c: {"command": c},
         {"text": "All done."},
         {"AGENTS_MODE": "streamed"},
+    ),
+    "codex": Recipe(
+        "codex", "exec_command", lambda c: {"cmd": c}, {"text": "All done."}, api="responses"
+    ),
+    "claude": Recipe(
+        "claude",
+        "Bash",
+        lambda c: {"command": c, "description": "run a step"},
+        {"text": "All done."},
+        api="anthropic",
     ),
     "openhands": Recipe(
         "openhands",
@@ -181,6 +191,46 @@ def command(
     if recipe.name.startswith("agents"):
         env.update(LLM_BASE=root, TASK=task, OPENAI_AGENTS_DISABLE_TRACING="1")
         return [exe, str(HERE / "agents_task.py")], env
+    if recipe.name == "codex":
+        home = folder / "codex-home"
+        home.mkdir()
+        (home / "config.toml").write_text(
+            "\n".join(
+                [
+                    'model = "agent-model"',
+                    'model_provider = "replay"',
+                    'approval_policy = "never"',
+                    'sandbox_mode = "danger-full-access"',
+                    "check_for_update_on_startup = false",
+                    "[analytics]",
+                    "enabled = false",
+                    "[features]",
+                    "plugins = false",  # else a plugin sync reaches github.com and chatgpt.com
+                    "[model_providers.replay]",
+                    'name = "Replay"',
+                    f'base_url = "{base_v1}"',
+                    'env_key = "REPLAY_API_KEY"',
+                    'wire_api = "responses"',
+                    "request_max_retries = 2",
+                    "stream_max_retries = 2",
+                    "",
+                ]
+            )
+        )
+        env.update(CODEX_HOME=str(home), REPLAY_API_KEY="sk-harness")
+        return [exe, "exec", "--skip-git-repo-check", "--color", "never", task], env
+    if recipe.name == "claude":
+        env.update(
+            ANTHROPIC_BASE_URL=root,  # without /v1
+            ANTHROPIC_API_KEY="sk-ant-harness",
+            CLAUDE_CONFIG_DIR=str(folder / "home/.claude"),
+            DISABLE_AUTOUPDATER="1",
+            DISABLE_TELEMETRY="1",
+            DISABLE_ERROR_REPORTING="1",
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        )
+        # --allowedTools takes several values: the prompt must not follow it
+        return [exe, "-p", task, "--allowedTools", "Bash", "--no-session-persistence"], env
     if recipe.name == "openhands":
         env.update(
             LLM_BASE=root,

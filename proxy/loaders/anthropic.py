@@ -1,0 +1,110 @@
+"""Anthropic Messages API messages -> chat messages, so one set of skip rules serves every API.
+
+An assistant message's text, thinking and tool_use blocks become content, reasoning_content and
+tool calls (the tool_use id is the call id); each tool_result block in a user message becomes a
+tool message; the rest of a user message's text stays a user message. `role: "system"` messages
+inside the list (Claude Code's mid-conversation system beta) are system messages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from proxy.content import text_of
+from proxy.errors import LoadError
+
+MARKERS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+
+
+def looks_like_anthropic(messages: Sequence[Any]) -> bool:
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in MARKERS for b in content
+        ):
+            return True
+    return False
+
+
+def system_text(system: Any) -> str | None:
+    if system is None:
+        return None
+    return system if isinstance(system, str) else text_of(system)
+
+
+def messages_to_chat(
+    messages: Sequence[Any], source: str, *, system: Any = None
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """Chat messages and, for each, the index of the Anthropic message it came from (-1: system)."""
+    out: list[dict[str, Any]] = []
+    indexes: list[int] = []
+    text = system_text(system)
+    if text:
+        out.append({"role": "system", "content": text})
+        indexes.append(-1)
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise LoadError(source, index, "message is not a JSON object")
+        role, content = message.get("role"), message.get("content")
+        if not isinstance(content, list):
+            out.append({"role": role, "content": content})
+            indexes.append(index)
+            continue
+        if role == "assistant":
+            out.append(_assistant(content, source, index))
+            indexes.append(index)
+            continue
+        texts = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_result":
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": block.get("tool_use_id"),
+                        "content": text_of(block.get("content")),
+                    }
+                )
+                indexes.append(index)
+            elif block.get("type") == "text":
+                texts.append(block)
+        if texts or not content:
+            out.append({"role": role, "content": texts})
+            indexes.append(index)
+    return out, indexes
+
+
+def _assistant(blocks: list[Any], source: str, index: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block.get("text") or "")
+        elif kind == "thinking":
+            thoughts.append(block.get("thinking") or "")
+        elif kind == "tool_use":
+            name, call_id = block.get("name"), block.get("id")
+            if not isinstance(name, str) or not isinstance(call_id, str):
+                raise LoadError(source, index, "tool_use block needs an id and a name")
+            arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
+            calls.append(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+            )
+    message["content"] = "\n".join(texts) or None
+    if any(thoughts):
+        message["reasoning_content"] = "\n\n".join(t for t in thoughts if t)
+    if calls:
+        message["tool_calls"] = calls
+    return message

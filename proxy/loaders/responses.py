@@ -1,0 +1,95 @@
+"""OpenAI Responses API input items -> chat messages, so one set of skip rules serves every API.
+
+Consecutive assistant-side items (reasoning, an assistant message, function calls) form one
+assistant message; `function_call_output` becomes a tool message matched by `call_id`; an item
+with a `role` and no `type` is a message. Each chat message remembers the index of the item it
+came from, so errors and notes point into the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from proxy.content import text_of
+from proxy.errors import LoadError
+
+ASSISTANT_SIDE = frozenset({"reasoning", "function_call", "item_reference"})
+ITEM_TYPES = frozenset(
+    {"message", "function_call", "function_call_output", "reasoning", "item_reference"}
+)
+
+
+def looks_like_items(items: Sequence[Any]) -> bool:
+    return any(isinstance(i, dict) and i.get("type") in ITEM_TYPES - {"message"} for i in items)
+
+
+def items_to_chat(
+    items: Sequence[Any], source: str, *, instructions: str | None = None
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """Chat messages and, for each, the index of the item it came from (-1: instructions)."""
+    messages: list[dict[str, Any]] = []
+    indexes: list[int] = []
+    if instructions:
+        messages.append({"role": "system", "content": instructions})
+        indexes.append(-1)
+    current: dict[str, Any] | None = None  # the assistant message being put together
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise LoadError(source, index, "item is not a JSON object")
+        kind = item.get("type", "message" if "role" in item else None)
+        if (kind == "message" and item.get("role") == "assistant") or kind in ASSISTANT_SIDE:
+            if current is None:
+                current = {"role": "assistant", "content": None}
+                messages.append(current)
+                indexes.append(index)
+            _into_assistant(current, kind, item, source, index)
+            continue
+        current = None
+        if kind == "message":
+            role = item.get("role")
+            if not isinstance(role, str):
+                raise LoadError(source, index, "message item has no role")
+            messages.append({"role": role, "content": _content(item.get("content"))})
+        elif kind == "function_call_output":
+            output = item.get("output")
+            text = output if isinstance(output, str) else text_of(output)
+            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": text})
+        else:
+            messages.append({"role": f"<{kind} item>", "content": None})  # reported as skipped
+        indexes.append(index)
+    return messages, indexes
+
+
+def _into_assistant(
+    message: dict[str, Any], kind: str, item: dict[str, Any], source: str, index: int
+) -> None:
+    if kind == "reasoning":
+        parts = [s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict)]
+        parts += [c.get("text", "") for c in item.get("content") or [] if isinstance(c, dict)]
+        if any(parts):
+            message["reasoning_content"] = "\n\n".join(p for p in parts if p)
+    elif kind == "function_call":
+        name, call_id = item.get("name"), item.get("call_id")
+        if not isinstance(name, str) or not isinstance(call_id, str):
+            raise LoadError(source, index, "function_call item needs a name and a call_id")
+        call = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": item.get("arguments")},
+        }
+        message.setdefault("tool_calls", []).append(call)
+    elif kind == "message":
+        text = text_of(_content(item.get("content")))
+        message["content"] = f"{message['content']}\n{text}" if message["content"] else text
+
+
+def _content(content: Any) -> Any:
+    """Responses content parts (input_text, output_text) read as chat text parts."""
+    if isinstance(content, list):
+        return [
+            {"type": "text", "text": p.get("text", "")}
+            for p in content
+            if isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text")
+        ]
+    return content

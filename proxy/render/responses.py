@@ -1,0 +1,212 @@
+"""A scripted turn as an OpenAI Responses API answer: the response object, or its named SSE events.
+
+Event order as a real server sends it: response.created, response.in_progress; per output item
+(reasoning, message, each function call, in that order) output_item.added, its parts and deltas,
+output_item.done; response.completed with the full output and usage. No [DONE]. Checked against
+the openai SDK's responses.stream, opencode's AI SDK parser and Codex's (which run tools from
+output_item.done and need response.completed's id). The arguments string is served verbatim and
+byte-identical everywhere it appears; call_id is the recorded tool-call id.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import Any
+
+import orjson
+
+from proxy.ids import derived
+from proxy.trajectory import Turn
+
+REASONING_MARK = "rp1."  # prefixes the proxy's own encrypted_content, stripped before forwarding
+OWN_ID_PREFIXES = ("rs_rp1", "msg_rp1", "fc_rp1", "resp_rp1")  # ids the proxy made up
+
+
+def _usage() -> dict[str, Any]:
+    return {
+        "input_tokens": 0,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 0,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 0,
+    }
+
+
+def _envelope(
+    rid: str, request: dict[str, Any], created: int, status: str, output: list[Any], done: bool
+) -> dict[str, Any]:
+    given = request.get("reasoning")
+    reasoning: dict[str, Any] = given if isinstance(given, dict) else {}
+    return {
+        "id": rid,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "background": False,
+        "completed_at": created if done else None,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": request.get("instructions"),
+        "max_output_tokens": request.get("max_output_tokens"),
+        "max_tool_calls": None,
+        "model": request.get("model") or "replay",
+        "output": output,
+        "parallel_tool_calls": request.get("parallel_tool_calls", True),
+        "previous_response_id": request.get("previous_response_id"),
+        "prompt_cache_key": request.get("prompt_cache_key"),
+        "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
+        "safety_identifier": None,
+        "service_tier": "default",
+        "store": request.get("store", True),
+        "temperature": request.get("temperature", 1.0),
+        "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": request.get("tool_choice", "auto"),
+        "tools": request.get("tools") or [],
+        "top_logprobs": 0,
+        "top_p": request.get("top_p", 1.0),
+        "truncation": "disabled",
+        "usage": _usage() if done else None,
+        "user": None,
+        "metadata": request.get("metadata") or {},
+    }
+
+
+class _Items:
+    """The output items of one turn, in their in-progress and final forms."""
+
+    def __init__(self, turn: Turn, key: str, request: dict[str, Any]) -> None:
+        self.turn = turn
+        self.rs = derived("rs_rp1", key, "rs") if turn.reasoning else None
+        self.msg = derived("msg_rp1", key, "msg") if turn.text else None
+        self.fcs = [(derived("fc_rp1", key, i), c) for i, c in enumerate(turn.tool_calls)]
+        include = request.get("include")
+        self.encrypted = isinstance(include, list) and "reasoning.encrypted_content" in include
+
+    def reasoning(self, done: bool) -> dict[str, Any]:
+        assert self.rs is not None and self.turn.reasoning is not None
+        text = self.turn.reasoning
+        item: dict[str, Any] = {
+            "id": self.rs,
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": text}] if done else [],
+        }
+        if self.encrypted:  # opaque to clients, which send it back; marked as the proxy's own
+            item["encrypted_content"] = (
+                REASONING_MARK + base64.urlsafe_b64encode(text.encode()).decode()
+            )
+        return item
+
+    def message(self, done: bool) -> dict[str, Any]:
+        content = [_output_text(self.turn.text)] if done else []
+        status = "completed" if done else "in_progress"
+        return {
+            "id": self.msg,
+            "type": "message",
+            "status": status,
+            "content": content,
+            "role": "assistant",
+        }
+
+    @staticmethod
+    def call(fc: str, call: Any, done: bool) -> dict[str, Any]:
+        return {
+            "id": fc,
+            "type": "function_call",
+            "status": "completed" if done else "in_progress",
+            "arguments": call.arguments if done else "",
+            "call_id": call.id,
+            "name": call.name,
+        }
+
+    def output(self) -> list[dict[str, Any]]:
+        out = [self.reasoning(True)] if self.rs else []
+        if self.msg:
+            out.append(self.message(True))
+        out.extend(self.call(fc, c, True) for fc, c in self.fcs)
+        return out
+
+
+def _output_text(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+
+
+def response_object(
+    turn: Turn, request: dict[str, Any], *, key: str, created: int | None = None
+) -> bytes:
+    """The non-streaming body."""
+    created = created or int(time.time())
+    items = _Items(turn, key, request)
+    return orjson.dumps(
+        _envelope(derived("resp_rp1", key), request, created, "completed", items.output(), True)
+    )
+
+
+def response_events(
+    turn: Turn, request: dict[str, Any], *, key: str, created: int | None = None
+) -> list[bytes]:
+    """The SSE events, one bytes object each."""
+    created = created or int(time.time())
+    rid = derived("resp_rp1", key)
+    items = _Items(turn, key, request)
+    events: list[bytes] = []
+
+    def emit(kind: str, **data: Any) -> None:
+        payload = {"type": kind, "sequence_number": len(events), **data}
+        events.append(f"event: {kind}\ndata: ".encode() + orjson.dumps(payload) + b"\n\n")
+
+    emit("response.created", response=_envelope(rid, request, created, "in_progress", [], False))
+    emit(
+        "response.in_progress", response=_envelope(rid, request, created, "in_progress", [], False)
+    )
+    index = 0
+    if items.rs:
+        text = turn.reasoning or ""
+        where = {"item_id": items.rs, "output_index": index, "summary_index": 0}
+        emit("response.output_item.added", output_index=index, item=items.reasoning(False))
+        emit(
+            "response.reasoning_summary_part.added",
+            **where,
+            part={"type": "summary_text", "text": ""},
+        )
+        emit("response.reasoning_summary_text.delta", **where, delta=text)
+        emit("response.reasoning_summary_text.done", **where, text=text)
+        emit(
+            "response.reasoning_summary_part.done",
+            **where,
+            part={"type": "summary_text", "text": text},
+        )
+        emit("response.output_item.done", output_index=index, item=items.reasoning(True))
+        index += 1
+    if items.msg:
+        text = turn.text
+        where = {"item_id": items.msg, "output_index": index, "content_index": 0}
+        emit("response.output_item.added", output_index=index, item=items.message(False))
+        emit("response.content_part.added", **where, part=_output_text(""))
+        emit("response.output_text.delta", **where, delta=text, logprobs=[])
+        emit("response.output_text.done", **where, text=text, logprobs=[])
+        emit("response.content_part.done", **where, part=_output_text(text))
+        emit("response.output_item.done", output_index=index, item=items.message(True))
+        index += 1
+    for fc, call in items.fcs:
+        emit("response.output_item.added", output_index=index, item=items.call(fc, call, False))
+        emit(
+            "response.function_call_arguments.delta",
+            item_id=fc,
+            output_index=index,
+            delta=call.arguments,
+        )
+        emit(
+            "response.function_call_arguments.done",
+            item_id=fc,
+            output_index=index,
+            name=call.name,
+            arguments=call.arguments,
+        )
+        emit("response.output_item.done", output_index=index, item=items.call(fc, call, True))
+        index += 1
+    emit(
+        "response.completed",
+        response=_envelope(rid, request, created, "completed", items.output(), True),
+    )
+    return events
