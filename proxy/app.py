@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import sqlite3
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -16,14 +15,16 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from proxy import logs
 from proxy.config import Settings
 from proxy.dumps import Dumper
 from proxy.engine import Mode, Rules
 from proxy.errors import BadRequest, NotFound, ProxyError, StoreUnavailable, error_response
 from proxy.library import Library
+from proxy.metrics import Metrics
 from proxy.normalize import compile_masks
 from proxy.recording import Recorder
-from proxy.routes import admin, completions, forward, health
+from proxy.routes import admin, completions, forward, health, ui
 from proxy.runtime import Runtime
 from proxy.sessions import Sessions
 from proxy.store import Store, open_store
@@ -78,6 +79,7 @@ def create_app(
         sessions=Sessions(store, library, bind_on_task=settings.bind_on_task),
         upstream=upstream,
         rules=rules,
+        metrics=Metrics(),
         recorder=Recorder(settings.record_dir, secrets) if settings.record_dir else None,
         dumper=Dumper(settings.dump_dir, store.next_sequence, secrets)
         if settings.dump_dir
@@ -101,6 +103,7 @@ def create_app(
     )
     app.state.runtime = runtime
     app.include_router(health.router)
+    app.include_router(ui.router)
     app.include_router(admin.router)
     app.include_router(completions.router)
     app.include_router(forward.router)
@@ -112,6 +115,24 @@ def _anthropic(request: Request) -> bool:
     return request.url.path.endswith("/messages")
 
 
+def _api(request: Request) -> str:
+    path = request.url.path
+    for suffix, name in (
+        ("/chat/completions", "chat"),
+        ("/responses", "responses"),
+        ("/messages", "anthropic"),
+    ):
+        if path.endswith(suffix):
+            return name
+    return "other"
+
+
+def _answer_error(request: Request, error: ProxyError) -> Response:
+    runtime = request.app.state.runtime
+    runtime.metrics.answered(_api(request), "-", "error", error.status)
+    return error_response(error, anthropic=_anthropic(request))
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     async def proxy_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ProxyError)
@@ -119,24 +140,24 @@ def _install_error_handlers(app: FastAPI) -> None:
             log.warning(
                 "%s %s -> %d: %s", request.method, request.url.path, exc.status, exc.message
             )
-        return error_response(exc, anthropic=_anthropic(request))
+        return _answer_error(request, exc)
 
     async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
         error = BadRequest(f"{where}: {first.get('msg', 'invalid request')}", param=where)
-        return error_response(error, anthropic=_anthropic(request))
+        return _answer_error(request, error)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 404:
             missing = NotFound(f"no route {request.method} {request.url.path}")
-            return error_response(missing, anthropic=_anthropic(request))
+            return _answer_error(request, missing)
         error = ProxyError(str(exc.detail))
         error.status = exc.status_code
         error.type = "invalid_request_error"
-        return error_response(error, anthropic=_anthropic(request))
+        return _answer_error(request, error)
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         if isinstance(exc, STORE_ERRORS):
@@ -148,7 +169,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         else:
             log.exception("unexpected error on %s %s", request.method, request.url.path)
             error = ProxyError(f"internal error in the replay proxy: {type(exc).__name__}")
-        return error_response(error, anthropic=_anthropic(request))
+        return _answer_error(request, error)
 
     app.add_exception_handler(ProxyError, proxy_error)
     app.add_exception_handler(RequestValidationError, validation_error)
@@ -168,8 +189,4 @@ def factory() -> FastAPI:
 
 
 def configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(settings.log_level.value, settings.log_format.value)

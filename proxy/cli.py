@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import sys
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -112,11 +113,23 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--workers", type=int, help="worker processes (needs sqlite or redis)")
     serve.add_argument("--admin-token", metavar="TOKEN", help="Bearer token for /replay/*")
+    serve.add_argument(
+        "--insecure-admin",
+        action="store_true",
+        help="serve the admin API without a token on a non-loopback address",
+    )
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--log-format", choices=["text", "json"], help="one JSON object per line with json"
+    )
 
     check = commands.add_parser("check", help="describe what trajectory files will replay")
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
     check.add_argument("--json", action="store_true", help="print the description as JSON")
+    health = commands.add_parser(
+        "health", help="exit 0 when the proxy on this host answers /healthz (a HEALTHCHECK)"
+    )
+    health.add_argument("--url", help="default: http://127.0.0.1:$REPLAY_PROXY_PORT/healthz")
     compare = commands.add_parser(
         "diff", help="compare two trajectories or recordings step by step"
     )
@@ -135,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return check(args["files"], as_json=args["json"])
     if command == "diff":
         return compare(args["a"], args["b"], args["mask"])
+    if command == "health":
+        return healthcheck(args["url"])
     return serve(args)
 
 
@@ -201,6 +216,7 @@ def serve(flags: dict[str, Any]) -> int:
         "access_log": False,
         "lifespan": "on",
         "timeout_keep_alive": settings.keep_alive_timeout,
+        "timeout_graceful_shutdown": settings.shutdown_timeout,
     }
     if settings.workers > 1:
         os.environ[WORKER_SETTINGS] = settings.worker_env()
@@ -239,6 +255,18 @@ def check(files: Sequence[Path], *, as_json: bool = False) -> int:
     if as_json:
         sys.stdout.write(orjson.dumps(described, option=orjson.OPT_INDENT_2).decode() + "\n")
     return EXIT_BAD_FILE if failed else 0
+
+
+def healthcheck(url: str | None) -> int:
+    port = os.environ.get("REPLAY_PROXY_PORT", "8080")
+    url = url or f"http://127.0.0.1:{port}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=3) as answer:
+            healthy = answer.status == 200
+    except (OSError, ValueError) as exc:
+        print(f"replay-proxy: {url}: {exc}", file=sys.stderr)
+        return 1
+    return 0 if healthy else 1
 
 
 def compare(a: Path, b: Path, masks: Sequence[str]) -> int:

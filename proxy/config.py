@@ -26,6 +26,11 @@ DEFAULT_SESSION_HEADERS = (
 )
 
 
+class LogFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
 class LogLevel(StrEnum):
     DEBUG = "debug"
     INFO = "info"
@@ -53,7 +58,9 @@ class Settings(BaseSettings):
     record_dir: Path | None = None
     dump_dir: Path | None = None
     admin_token: SecretStr | None = None
+    insecure_admin: bool = False  # admin API without a token on a non-loopback bind
     log_level: LogLevel = LogLevel.INFO
+    log_format: LogFormat = LogFormat.TEXT
     store: str = "memory://"
     workers: int = Field(default=1, ge=1, le=256)
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
@@ -62,6 +69,9 @@ class Settings(BaseSettings):
     # longer than clients keep idle connections (httpx: 5 s, aiohttp: 15 s), so that the server
     # never closes one just as a client sends on it; agents sit idle while their tools run
     keep_alive_timeout: float = Field(default=120.0, gt=0)
+    shutdown_timeout: float = Field(
+        default=30.0, ge=0
+    )  # SIGTERM: how long in-flight answers may finish
 
     @field_validator("trajectory", "session_header", mode="before")
     @classmethod

@@ -3,6 +3,7 @@
     ProxyError                  an error answered by the proxy itself (never an upstream's)
     ├── BadRequest              400  the request is malformed; says what and where (param)
     ├── Unauthorized            401  admin token missing or wrong
+    ├── Forbidden               403  admin API off: not on loopback and no token
     ├── NotFound                404  unknown session, trajectory or route
     ├── ReplayDiverged          404  the request history disagrees with the session's script
     ├── PayloadTooLarge         413  body over the configured limit
@@ -60,6 +61,12 @@ class Unauthorized(ProxyError):
     status = 401
     type = "authentication_error"
     code = "invalid_admin_token"
+
+
+class Forbidden(ProxyError):
+    status = 403
+    type = "permission_error"
+    code = "admin_disabled"
 
 
 class NotFound(ProxyError):
@@ -123,6 +130,7 @@ PROXY_HEADERS = {"x-should-retry": "false"}
 ANTHROPIC_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
+    403: "permission_error",
     404: "not_found_error",
     413: "request_too_large",
     502: "api_error",

@@ -11,11 +11,12 @@ from proxy.config import Settings
 from proxy.dumps import Dumper
 from proxy.engine import Rules
 from proxy.library import Library
+from proxy.metrics import Metrics
 from proxy.recording import Exchange, Recorder
 from proxy.sessions import Sessions
 from proxy.store import Store
 from proxy.tap import Tap, client_secrets
-from proxy.upstream import PassThrough, Upstream
+from proxy.upstream import Captured, PassThrough, Upstream
 
 
 @dataclass(slots=True)
@@ -26,6 +27,7 @@ class Runtime:
     sessions: Sessions
     upstream: Upstream
     rules: Rules
+    metrics: Metrics
     recorder: Recorder | None = None
     dumper: Dumper | None = None
 
@@ -54,14 +56,27 @@ class Runtime:
         body: bytes,
         headers: list[tuple[bytes, bytes]],
         tap: Tap | None = None,
+        *,
+        api: str,
+        started: float,
     ) -> PassThrough:
+        metrics = self.metrics
+
+        async def done(captured: Captured) -> None:
+            metrics.upstream(
+                api, started, captured.first_byte, captured.finished or time.perf_counter()
+            )
+            if tap is not None:
+                await tap.forwarded(captured)
+
         response = await self.upstream.send(
             request.method,
             request.url.path,
             request.url.query,
             request.headers.raw,
             body,
-            on_complete=tap.forwarded if tap is not None else None,
+            on_complete=done,
+            keep_body=tap is not None,
         )
         response.raw_headers.extend(headers)
         return response

@@ -21,7 +21,7 @@ from proxy.library import Library
 from proxy.names import is_valid_name
 from proxy.status import report
 from proxy.store import Store
-from proxy.store.state import SessionState
+from proxy.store.state import Event, SessionState
 from proxy.trajectory import Trajectory
 
 
@@ -149,7 +149,8 @@ class Sessions:
                     s.live_reason = str(ForwardReason.DIVERGED)  # live for good from here
                     _note_divergence(s, decision.divergence, now)
 
-        return await self.store.update(session, change, now=now)
+        event = _event(session, lane, decision, now)
+        return await self.store.update(session, change, now=now, event=event)
 
     async def use_recorded(self, session: str, candidates: list[str]) -> str | None:
         """Strict mode: take the first candidate exchange not yet used to answer this session."""
@@ -163,14 +164,65 @@ class Sessions:
                     taken.append(index)
                     return
 
-        await self.store.update(session, change, now=time.time())
+        now = time.time()
+        await self.store.update(session, change, now=now)
+        if taken:
+            event = {
+                "at": now,
+                "session": session,
+                "lane": "-",
+                "source": "recorded",
+                "turn": "-",
+                "detail": taken[0],
+            }
+            await self.store.update(session, _touch, now=now, event=event)
         return taken[0] if taken else None
 
-    async def record_error(self, session: str) -> None:
+    async def record_error(self, session: str, lane: str, detail: str) -> None:
         def change(s: SessionState) -> None:
             s.errors += 1
 
-        await self.store.update(session, change, now=time.time())
+        now = time.time()
+        event = {
+            "at": now,
+            "session": session,
+            "lane": lane,
+            "source": "error",
+            "turn": "-",
+            "detail": detail[:200],
+        }
+        await self.store.update(session, change, now=now, event=event)
+
+
+def _touch(s: SessionState) -> None:
+    """A change that changes nothing but last_seen (to log an event)."""
+
+
+def _event(session: str, lane: str, decision: Decision | None, now: float) -> Event:
+    source, turn, detail = "upstream", "-", ""
+    if isinstance(decision, Scripted):
+        source, turn = "scripted", f"{decision.turn.number}/{decision.total}"
+    elif isinstance(decision, Stop):
+        source, detail = "stop", f"all {decision.total} turns served"
+    elif isinstance(decision, Diverged):
+        source, turn = "diverged", str(decision.divergence.turn)
+        detail = decision.divergence.describe()
+    elif isinstance(decision, Forward):
+        detail = str(decision.reason)
+        if decision.divergence is not None:
+            detail = f"diverged, live: {decision.divergence.describe()}"
+    if decision is not None and decision.observations.divergence is not None:
+        detail = f"{detail}; tool result differs: {decision.observations.divergence.difference.path}".lstrip(
+            "; "
+        )
+    return {
+        "at": now,
+        "session": session,
+        "lane": str(lane),
+        "source": source,
+        "turn": turn,
+        "detail": detail[:300],
+    }
 
 
 def _note_divergence(s: SessionState, divergence: Divergence, now: float) -> None:

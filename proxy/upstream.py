@@ -121,12 +121,13 @@ class Upstream:
         body: bytes,
         *,
         on_complete: OnComplete | None = None,
+        keep_body: bool = False,
     ) -> PassThrough:
         url = self.url_for(path, query)
         request = self._client.build_request(
             method,
             url,
-            headers=self.request_headers(headers, identity=on_complete is not None),
+            headers=self.request_headers(headers, identity=keep_body),
             content=body,
         )
         try:
@@ -139,7 +140,7 @@ class Upstream:
             raise UpstreamUnreachable(
                 f"the upstream {self.name} cannot be reached: {_reason(exc)}"
             ) from None
-        return PassThrough(response, on_complete=on_complete)
+        return PassThrough(response, on_complete=on_complete, keep_body=keep_body)
 
 
 def _reason(exc: httpx.HTTPError) -> str:
@@ -155,6 +156,7 @@ class Captured:
     content_type: str
     body: bytearray = field(default_factory=bytearray)
     first_byte: float | None = None  # time.perf_counter() of the first body chunk
+    finished: float | None = None  # time.perf_counter() when the upstream was done
     error: str | None = None  # the stream broke off, or the client left
     complete: bool = False
 
@@ -169,10 +171,17 @@ _TERMINAL = (b"data: [DONE]", b"event: response.completed", b"event: message_sto
 class PassThrough(Response):
     """An ASGI response that streams an upstream response through and always closes it.
 
-    With `on_complete`, the bytes are also kept, and `on_complete` runs before the end of the
-    answer is released: for a stream, the final event is held back; a JSON body is held whole."""
+    `on_complete` gets the timings (and, with `keep_body`, the bytes) once the upstream is done.
+    With `keep_body` it also runs before the end of the answer is released: for a stream, the
+    final event is held back; a JSON body is held whole (a dump must be on disk first)."""
 
-    def __init__(self, response: httpx.Response, *, on_complete: OnComplete | None = None) -> None:
+    def __init__(
+        self,
+        response: httpx.Response,
+        *,
+        on_complete: OnComplete | None = None,
+        keep_body: bool = False,
+    ) -> None:
         self.response = response
         self.status_code = response.status_code
         self.background = None
@@ -185,9 +194,10 @@ class PassThrough(Response):
         self.content_type = response.headers.get("content-type", "")
         self.is_sse = self.content_type.startswith("text/event-stream")
         self.on_complete = on_complete
+        self.keep_body = keep_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        captured = Captured(self.status_code, self.content_type) if self.on_complete else None
+        captured = Captured(self.status_code, self.content_type)
         reported = False
         try:
             async with anyio.create_task_group() as group:
@@ -201,9 +211,9 @@ class PassThrough(Response):
                 held = b""
                 try:
                     async for chunk in self.response.aiter_raw():
-                        if captured is not None:
-                            if captured.first_byte is None:
-                                captured.first_byte = time.perf_counter()
+                        if captured.first_byte is None:
+                            captured.first_byte = time.perf_counter()
+                        if self.keep_body:
                             captured.body += chunk
                             chunk, held = self._hold(chunk, held)
                         if chunk:
@@ -213,8 +223,7 @@ class PassThrough(Response):
                 except httpx.HTTPError as exc:
                     reason = f"the upstream stream broke off: {_reason(exc)}"
                     log.warning(reason)
-                    if captured is not None:
-                        captured.error = reason
+                    captured.error = reason
                     if not self.is_sse:
                         raise  # the client sees a cut response, never a short one that looks whole
                     error = {
@@ -225,7 +234,8 @@ class PassThrough(Response):
                         }
                     }
                     held += b"data: " + orjson.dumps(error) + b"\n\n"
-                if captured is not None and self.on_complete is not None:
+                captured.finished = time.perf_counter()
+                if self.on_complete is not None:
                     captured.complete = captured.error is None
                     reported = True
                     await self.on_complete(captured)
@@ -233,8 +243,9 @@ class PassThrough(Response):
                 group.cancel_scope.cancel()
         finally:
             await self.response.aclose()
-            if captured is not None and self.on_complete is not None and not reported:
+            if self.on_complete is not None and not reported:
                 captured.error = captured.error or "the client disconnected before the end"
+                captured.finished = captured.finished or time.perf_counter()
                 with anyio.CancelScope(shield=True):
                     await self.on_complete(captured)
 

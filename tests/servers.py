@@ -1,45 +1,28 @@
-"""Real servers for tests: an ASGI app under uvicorn on a free loopback port, and a fake upstream.
-
-The listening socket is bound and listening before the server thread starts, so a client can
-connect at once: the kernel queues the connection until uvicorn accepts it. No polling, no sleeps.
+"""Real servers for tests: an ASGI app under uvicorn on a free loopback port (proxy.testing's,
+the same users get), and fake upstreams that answer like an LLM would.
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from proxy.testing import serving
 
-@contextmanager
-def running(app: Any) -> Iterator[str]:
+
+def running(app: Any) -> AbstractContextManager[str]:
     """Serve `app` on 127.0.0.1:<free port>; yields the base URL (no path)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1024)
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", log_config=None)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
+    return serving(app)
 
 
 @dataclass

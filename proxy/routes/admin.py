@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from proxy.errors import BadRequest, LoadError, NotFound, Unauthorized
+from proxy.errors import BadRequest, Forbidden, LoadError, NotFound, Unauthorized
 from proxy.names import is_valid_name
 from proxy.routes.body import read_body
 from proxy.runtime import Runtime
@@ -20,13 +20,35 @@ def _runtime(request: Request) -> Runtime:
     return runtime
 
 
+ADMIN_COOKIE = "replay_admin"  # set by /replay/ui?token=..., so a browser can view the status page
+LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def token_matches(runtime: Runtime, given: str) -> bool:
+    token = runtime.settings.admin_token
+    return token is not None and hmac.compare_digest(
+        given.encode(), token.get_secret_value().encode()
+    )
+
+
 async def require_token(request: Request) -> None:
-    token = _runtime(request).settings.admin_token
-    if token is None:
-        return
+    """With --admin-token, a Bearer token (or the status page's cookie), compared in constant
+    time. Without one, the admin API answers only a proxy bound to loopback, unless
+    --insecure-admin says otherwise."""
+    runtime = _runtime(request)
+    settings = runtime.settings
+    if settings.admin_token is None:
+        if settings.host in LOOPBACK or settings.insecure_admin:
+            return
+        raise Forbidden(
+            f"the admin API is off: this proxy listens on {settings.host}, not on loopback, and has "
+            "no --admin-token; set one (or --insecure-admin on a trusted network)"
+        )
     given = request.headers.get("authorization", "")
-    expected = f"Bearer {token.get_secret_value()}"
-    if not hmac.compare_digest(given.encode(), expected.encode()):
+    bearer = given[7:] if given[:7].lower() == "bearer " else ""
+    if not token_matches(runtime, bearer) and not token_matches(
+        runtime, request.cookies.get(ADMIN_COOKIE, "")
+    ):
         raise Unauthorized("the admin API needs 'Authorization: Bearer <admin token>'")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -15,8 +16,10 @@ from starlette.responses import Response
 
 from proxy.apis import ANTHROPIC, CHAT, RESPONSES, Api
 from proxy.conversation import Conversation, Lane, session_id
-from proxy.engine import Diverged, Divergence, Forward, Scripted, Stop, decide
+from proxy.engine import Diverged, Forward, Scripted, Stop, decide
 from proxy.errors import PROXY_HEADERS, NotFound, ProxyError, ReplayDiverged
+from proxy.logs import request_line
+from proxy.recording import Exchange
 from proxy.render.chat import chat_message
 from proxy.routes.body import read_json
 from proxy.routes.strict import answer_recorded
@@ -53,134 +56,151 @@ async def messages(request: Request) -> Response:
     return await serve(request, ANTHROPIC)
 
 
+@dataclass
+class InFlight:
+    """One request on its way through, with what every step needs to know about it."""
+
+    request: Request
+    runtime: Runtime
+    api: Api
+    conv: Conversation
+    body: dict[str, Any]
+    raw: bytes
+    session: str
+    lane: Lane
+    parent: str | None
+    exchange: Exchange
+    tap: Tap | None
+    started: float = field(default_factory=time.perf_counter)
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+    def done(self, source: str, turn: str, status: int) -> None:
+        ms = (time.perf_counter() - self.started) * 1000
+        request_line(self.api.name, self.session, self.lane, source, turn, status, ms)
+        self.runtime.metrics.answered(self.api.name, self.lane, source, status)
+
+
 async def serve(request: Request, api: Api) -> Response:
     runtime: Runtime = request.app.state.runtime
+    started = time.perf_counter()
     raw, body = await read_json(request, runtime.settings.max_body_bytes)
     conv = api.parse(body)
-    started = time.perf_counter()
     session = session_id(request.headers, runtime.settings.session_header, conv)
     parent = request.headers.get(runtime.settings.subagent_header)
     lane = conv.lane(subagent=parent is not None)
-    headers = [(b"x-replay-session", session.encode())]
     exchange = new_exchange(
         request, session=session, lane=lane, api=api.name, body=body, stream=conv.stream
     )
-    live = not runtime.strict
-    tap = runtime.tap(request, exchange, perf_start=started, dump=live)
+    tap = runtime.tap(request, exchange, perf_start=started, dump=not runtime.strict)
+    call = InFlight(
+        request, runtime, api, conv, body, raw, session, lane, parent, exchange, tap, started
+    )
+    call.headers.append((b"x-replay-session", session.encode()))
 
     if lane is not Lane.MAIN:
-        if not live:
-            return await answer_recorded(
-                request, runtime, session, lane, body, headers, tap, started
+        if runtime.strict:
+            response = await answer_recorded(
+                request, runtime, session, lane, body, call.headers, tap
             )
+            call.done("recorded", "-", response.status_code)
+            return response
         state = await runtime.sessions.record(session, lane, None)
-        _dump_context(tap, api, conv, session, parent, lane, state.prefix_messages, body)
-        exchange.source = "upstream"
-        response = await _forward(request, runtime, session, raw, headers, tap)
-        _log(session, lane, "upstream", "-", response.status_code, started)
-        return response
+        return await _forward(call, state.prefix_messages, "-")
+    return await _main(call)
 
+
+async def _main(call: InFlight) -> Response:
+    runtime, conv = call.runtime, call.conv
     binding = await runtime.sessions.script_for(
-        session, conv, request.headers.get("x-replay-trajectory")
+        call.session, conv, call.request.headers.get("x-replay-trajectory")
     )
+    script = binding.trajectory
     decision = decide(
         conv,
-        binding.trajectory,
+        script,
         live_after_divergence=binding.state.live_reason == "diverged",
         rules=runtime.rules,
-        body=body if runtime.strict else None,
+        body=call.body if runtime.strict else None,
     )
-    state = await runtime.sessions.record(session, lane, decision, messages=conv.message_count)
-    if decision.observations.divergence is not None and not isinstance(decision, Diverged):
-        log.warning("session=%s %s", session, decision.observations.divergence.describe())
+    state = await runtime.sessions.record(
+        call.session, call.lane, decision, messages=conv.message_count
+    )
+    observed = decision.observations.divergence
+    if observed is not None:
+        runtime.metrics.divergences.labels("observation").inc()
+        if not isinstance(decision, Diverged):
+            log.warning("session=%s %s", call.session, observed.describe())
 
     if isinstance(decision, Diverged):
-        error = _diverged(session, binding.trajectory, decision)
-        _log(
-            session,
-            lane,
-            "diverged",
-            f"{decision.divergence.turn}/{decision.total}",
-            error.status,
-            started,
-        )
-        if tap is not None:
-            exchange.source = "error"
-            await tap.failed(error.status, error.body())
+        runtime.metrics.divergences.labels(decision.divergence.kind).inc()
+        error = _diverged(call.session, script, decision)
+        call.done("diverged", f"{decision.divergence.turn}/{decision.total}", error.status)
+        if call.tap is not None:
+            call.exchange.source = "error"
+            await call.tap.failed(error.status, error.body())
         raise error
     if isinstance(decision, Scripted | Stop):
-        return await _answer(
-            api, conv, body, decision, headers, binding.trajectory, tap, session, started
-        )
-
+        return _answer(call, decision, script)
     assert isinstance(decision, Forward)
-    if not live:
+    if decision.divergence is not None:
+        runtime.metrics.divergences.labels(decision.divergence.kind).inc()
+    if runtime.strict:
         raise NotFound(
-            f"strict replay: session {session} has no recording to replay (--mode strict never "
+            f"strict replay: session {call.session} has no recording to replay (--mode strict never "
             "forwards upstream); bind one with x-replay-trajectory, by its task, or the admin API"
         )
+    _prepare_live(call, decision, script)
+    return await _forward(call, state.prefix_messages, str(decision.reason))
+
+
+def _prepare_live(call: InFlight, decision: Forward, script: Trajectory | None) -> None:
+    """Splice the recording's later user messages in; take out what only the proxy made up."""
+    api, body = call.api, call.body
     history = body.get(api.history)
-    if isinstance(history, list) and binding.trajectory is not None:
-        # splice first: its positions are those of the history as the client sent it
-        spliced = api.splice(history, decision.splice) if decision.splice else history
-        cleaned = api.clean(spliced)
-        if cleaned is not None or decision.splice:
-            body[api.history] = cleaned if cleaned is not None else spliced
-            raw = orjson.dumps(body)
-            exchange.forwarded = body
-        if decision.splice:
-            count = sum(len(i.users) for i in decision.splice)
-            headers.append((b"x-replay-spliced", str(count).encode()))
-    _dump_context(tap, api, conv, session, parent, lane, state.prefix_messages, body)
-    exchange.source = "upstream"
-    response = await _forward(request, runtime, session, raw, headers, tap)
-    _log(session, lane, "upstream", str(decision.reason), response.status_code, started)
+    if not isinstance(history, list) or script is None:
+        return
+    # splice first: its positions are those of the history as the client sent it
+    spliced = api.splice(history, decision.splice) if decision.splice else history
+    cleaned = api.clean(spliced)
+    if cleaned is not None or decision.splice:
+        body[api.history] = cleaned if cleaned is not None else spliced
+        call.raw = orjson.dumps(body)
+        call.exchange.forwarded = body
+    if decision.splice:
+        count = sum(len(i.users) for i in decision.splice)
+        call.headers.append((b"x-replay-spliced", str(count).encode()))
+
+
+async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
+    tap = call.tap
+    if tap is not None and tap.dumper is not None:
+        tap.dump = dump_record(
+            session=call.session,
+            parent=call.parent,
+            lane=call.lane,
+            turn=len(call.conv.replies) + 1,
+            started=call.exchange.started,
+            prefix=prefix,
+            messages=call.body.get(call.api.history),
+        )
+    call.exchange.source = "upstream"
+    try:
+        response = await call.runtime.forward(
+            call.request, call.raw, call.headers, tap, api=call.api.name, started=call.started
+        )
+    except ProxyError as error:
+        # the status says it was not answered
+        await call.runtime.sessions.record_error(call.session, call.lane, error.message)
+        if tap is not None:
+            call.exchange.source = "error"
+            await tap.failed(error.status, error.body())
+        raise
+    call.done("upstream", reason, response.status_code)
     return response
 
 
-def _dump_context(
-    tap: Tap | None,
-    api: Api,
-    conv: Conversation,
-    session: str,
-    parent: str | None,
-    lane: Lane,
-    prefix: int | None,
-    sent: dict[str, Any],
-) -> None:
-    if tap is None or tap.dumper is None:
-        return
-    tap.dump = dump_record(
-        session=session,
-        parent=parent,
-        lane=lane,
-        turn=len(conv.replies) + 1,
-        started=tap.exchange.started,
-        prefix=prefix,
-        messages=sent.get(api.history),
-    )
-
-
-async def _forward(
-    request: Request,
-    runtime: Runtime,
-    session: str,
-    raw: bytes,
-    headers: list[tuple[bytes, bytes]],
-    tap: Tap | None,
-) -> Response:
-    try:
-        return await runtime.forward(request, raw, headers, tap)
-    except ProxyError as error:
-        await runtime.sessions.record_error(session)  # the status says it was not answered
-        if tap is not None:
-            tap.exchange.source = "error"
-            await tap.failed(error.status, error.body())
-        raise
-
-
 def _diverged(session: str, script: Trajectory | None, decision: Diverged) -> ReplayDiverged:
-    d: Divergence = decision.divergence
+    d = decision.divergence
     name = script.name if script else None
     where = f"session {session}, lane main, step {d.turn}/{decision.total}"
     if d.kind == "beyond":
@@ -191,7 +211,10 @@ def _diverged(session: str, script: Trajectory | None, decision: Diverged) -> Re
             f"  recorded: {d.difference.expected}\n  now:      {d.difference.actual}"
         )
     else:
-        message = f"session {session}: the request does not follow the script {name!r} at turn {d.turn}/{decision.total}: {d.describe()}"
+        message = (
+            f"session {session}: the request does not follow the script {name!r} at turn "
+            f"{d.turn}/{decision.total}: {d.describe()}"
+        )
     return ReplayDiverged(
         message,
         param=d.difference.path or None,
@@ -202,43 +225,38 @@ def _diverged(session: str, script: Trajectory | None, decision: Diverged) -> Re
     )
 
 
-async def _answer(
-    api: Api,
-    conv: Conversation,
-    body: dict[str, Any],
-    decision: Scripted | Stop,
-    headers: list[tuple[bytes, bytes]],
-    script: Trajectory | None,
-    tap: Tap | None,
-    session: str,
-    started: float,
-) -> Response:
+def _answer(call: InFlight, decision: Scripted | Stop, script: Trajectory | None) -> Response:
+    conv, api = call.conv, call.api
     if isinstance(decision, Stop):
         turn = Turn(decision.total + 1, -1, STOP_TEXT.format(total=decision.total), None, ())
-        label, source = "stop", b"stop"
+        label, source = "stop", "stop"
     else:
         turn = decision.turn
-        label, source = f"{turn.number}/{decision.total}", b"scripted"
-    headers += [(k.encode(), v.encode()) for k, v in PROXY_HEADERS.items()]
-    headers += [(b"x-replay-source", source), (b"x-replay-turn", label.encode())]
+        label, source = f"{turn.number}/{decision.total}", "scripted"
+    headers = [
+        *call.headers,
+        *((k.encode(), v.encode()) for k, v in PROXY_HEADERS.items()),
+        (b"x-replay-source", source.encode()),
+        (b"x-replay-turn", label.encode()),
+    ]
     key = f"replay-{script.digest[:12] if script else 'none'}-{turn.number}"
     recorded = turn.recorded
-    if (
-        recorded is not None
-        and recorded.stream == conv.stream
-        and recorded.status == 200
-        and recorded.api == api.name
+    if recorded is not None and (recorded.stream, recorded.status, recorded.api) == (
+        conv.stream,
+        200,
+        api.name,
     ):
         parts = [recorded.body]  # strict replay of a recording: the answer exactly as recorded
         content_type = recorded.content_type.encode()
     elif conv.stream:
-        parts = api.stream(turn, conv, body, key)
+        parts = api.stream(turn, conv, call.body, key)
         content_type = SSE
     else:
-        parts = [api.whole(turn, conv, body, key)]
+        parts = [api.whole(turn, conv, call.body, key)]
         content_type = JSON
-    _log(session, Lane.MAIN, source.decode(), label, 200, started)
+    call.done(source, label, 200)
     on_complete = None
+    tap = call.tap
     if tap is not None:
         tap.exchange.source = "scripted"
         message = chat_message(turn)
@@ -247,17 +265,3 @@ async def _answer(
             await tap.rendered(parts, stream=conv.stream, message=message, turn=label)
 
     return Rendered(parts, headers, content_type=content_type, on_complete=on_complete)
-
-
-def _log(
-    session: str, lane: Lane | str, source: str, turn: str, status: int, started: float
-) -> None:
-    log.info(
-        "session=%s lane=%s source=%s turn=%s status=%d ms=%.1f",
-        session,
-        lane,
-        source,
-        turn,
-        status,
-        (time.perf_counter() - started) * 1000,
-    )

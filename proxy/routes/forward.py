@@ -6,7 +6,6 @@ of the lane "other" (first unused equal request), or get an error.
 
 from __future__ import annotations
 
-import logging
 import time
 
 import orjson
@@ -14,12 +13,12 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from proxy.errors import BadRequest, ProxyError
+from proxy.logs import request_line
 from proxy.names import is_valid_name
 from proxy.routes.body import read_body
 from proxy.routes.strict import answer_recorded
 from proxy.runtime import Runtime, new_exchange
 
-log = logging.getLogger("proxy.requests")
 router = APIRouter()
 
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
@@ -39,23 +38,22 @@ async def forward(request: Request, path: str) -> Response:
     )
     tap = runtime.tap(request, exchange, perf_start=started, dump=False)
     if runtime.strict:
-        return await answer_recorded(request, runtime, session, LANE, body, [], tap, started)
-    exchange.source = "upstream"
-    try:
-        response = await runtime.forward(request, raw, [], tap)
-    except ProxyError as error:
-        if tap is not None:
-            exchange.source = "error"
-            await tap.failed(error.status, error.body())
-        raise
+        response = await answer_recorded(request, runtime, session, LANE, body, [], tap)
+        source = "recorded"
+    else:
+        exchange.source = source = "upstream"
+        try:
+            response = await runtime.forward(request, raw, [], tap, api=LANE, started=started)
+        except ProxyError as error:
+            if tap is not None:
+                exchange.source = "error"
+                await tap.failed(error.status, error.body())
+            raise
     ms = (time.perf_counter() - started) * 1000
-    log.info(
-        "%s /v1/%s source=upstream status=%d ms=%.1f",
-        request.method,
-        path,
-        response.status_code,
-        ms,
+    request_line(
+        LANE, session, LANE, source, f"{request.method} /v1/{path}", response.status_code, ms
     )
+    runtime.metrics.answered(LANE, LANE, source, response.status_code)
     return response
 
 

@@ -1,8 +1,9 @@
-"""GET /healthz, and HEAD / (Claude Code probes it before its first call)."""
+"""GET /healthz, GET /metrics, and HEAD / (Claude Code probes it before its first call)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from proxy.runtime import Runtime
 
@@ -17,6 +18,13 @@ async def healthz(request: Request) -> dict[str, object]:
         "trajectories": len(runtime.library),
         "upstream": runtime.upstream.name if runtime.upstream.base_url else None,
     }
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    body = await runtime.metrics.exposition(runtime.store)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 @router.head("/", include_in_schema=False)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from typing import Any
 
 from fastapi import Request
@@ -28,7 +27,6 @@ async def answer_recorded(
     body: Any,
     headers: list[tuple[bytes, bytes]],
     tap: Tap | None,
-    started: float,
 ) -> Response:
     """The first unused recorded exchange of this lane with an equal request, or an error that
     names the closest recorded request. Nothing is answered from a request that differs."""
@@ -48,15 +46,7 @@ async def answer_recorded(
                 *((k.encode(), v.encode()) for k, v in PROXY_HEADERS.items()),
                 (b"x-replay-source", b"recorded"),
             ]
-            ms = (time.perf_counter() - started) * 1000
-            log.info(
-                "session=%s lane=%s source=recorded from=%s status=%d ms=%.1f",
-                session,
-                lane,
-                ref,
-                recorded.status,
-                ms,
-            )
+            log.debug("session=%s lane=%s answered from %s", session, lane, ref)
             on_complete = None
             if tap is not None:
                 tap.exchange.source = "strict"
@@ -70,7 +60,6 @@ async def answer_recorded(
             )
     misses = [(s, strict.closest(s.side, **where)) for s in sources]
     error = _miss(session, lane, next(((s, m) for s, m in misses if m.closest is not None), None))
-    log.info("session=%s lane=%s source=strict status=%d miss", session, lane, error.status)
     if tap is not None:
         tap.exchange.source = "error"
         await tap.failed(error.status, error.body())

@@ -1,23 +1,32 @@
 """Session state behind one small interface; the backend is chosen by --store URL.
 
 Every operation is atomic per session: `update` applies a change to the current state as one
-step, so concurrent requests of one session never lose each other's counts.
+step, so concurrent requests of one session never lose each other's counts. An update may also
+append an event to a log of recent events (for the status page's timelines), bounded in size
+across all sessions rather than per session.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from proxy.store.state import Change, SessionState
+from proxy.store.state import Change, Event, SessionState
 
-__all__ = ["Change", "SessionState", "Store", "open_store"]
+__all__ = ["Change", "Event", "SessionState", "Store", "open_store"]
 
 
 class Store(Protocol):
     async def get(self, session: str) -> SessionState | None: ...
 
-    async def update(self, session: str, change: Change, *, now: float) -> SessionState:
-        """Apply `change` to the session's state (created if missing) atomically."""
+    async def update(
+        self, session: str, change: Change, *, now: float, event: Event | None = None
+    ) -> SessionState:
+        """Apply `change` to the session's state (created if missing) atomically, and log
+        `event` with it."""
+        ...
+
+    async def events(self, session: str | None = None, limit: int = 200) -> list[Event]:
+        """The most recent events, newest last; of one session, or of all."""
         ...
 
     async def sessions(self) -> list[SessionState]: ...

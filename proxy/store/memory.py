@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from proxy.store.state import Change, SessionState
+from collections import deque
+
+from proxy.store.state import EVENTS_KEPT, Change, Event, SessionState
 
 
 class MemoryStore:
@@ -11,13 +13,16 @@ class MemoryStore:
         self._owners: dict[str, str] = {}  # trajectory name -> session
         self._scripts: dict[str, bytes] = {}
         self._counters: dict[str, int] = {}
+        self._events: deque[Event] = deque(maxlen=EVENTS_KEPT)
 
     # No await between read and write: each operation is atomic on the event loop.
 
     async def get(self, session: str) -> SessionState | None:
         return self._sessions.get(session)
 
-    async def update(self, session: str, change: Change, *, now: float) -> SessionState:
+    async def update(
+        self, session: str, change: Change, *, now: float, event: Event | None = None
+    ) -> SessionState:
         state = self._sessions.get(session)
         if state is None:
             state = SessionState(id=session, created=now, last_seen=now)
@@ -26,7 +31,13 @@ class MemoryStore:
         change(state)
         state.last_seen = now
         self._sessions[session] = state
+        if event is not None:
+            self._events.append(event)
         return state
+
+    async def events(self, session: str | None = None, limit: int = 200) -> list[Event]:
+        found = [e for e in self._events if session is None or e["session"] == session]
+        return found[-limit:]
 
     async def sessions(self) -> list[SessionState]:
         return list(self._sessions.values())

@@ -13,7 +13,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
-from proxy.store.state import Change, SessionState
+from proxy.store.state import EVENTS_KEPT, Change, Event, SessionState
 
 PREFIX = "replay-proxy:"
 
@@ -48,7 +48,9 @@ class RedisStore:
         raw = await self._redis.get(self._key("session", session))
         return None if raw is None else SessionState.from_dict(orjson.loads(raw))
 
-    async def update(self, session: str, change: Change, *, now: float) -> SessionState:
+    async def update(
+        self, session: str, change: Change, *, now: float, event: Event | None = None
+    ) -> SessionState:
         key = self._key("session", session)
         async with self._redis.pipeline(transaction=True) as pipe:
             while True:
@@ -64,10 +66,24 @@ class RedisStore:
                     pipe.multi()  # type: ignore[no-untyped-call]
                     pipe.set(key, orjson.dumps(state.to_dict()))
                     pipe.zadd(self._key("index", "sessions"), {session: state.created}, nx=True)
+                    if event is not None:  # newest first, trimmed to a bounded log
+                        pipe.lpush(self._key("index", "events"), orjson.dumps(event))
+                        pipe.ltrim(self._key("index", "events"), 0, EVENTS_KEPT - 1)
                     await pipe.execute()
                     return state
                 except WatchError:
                     continue  # another replica changed the session: read it again
+
+    async def events(self, session: str | None = None, limit: int = 200) -> list[Event]:
+        raws = await self._redis.lrange(self._key("index", "events"), 0, -1)
+        found: list[Event] = []
+        for raw in raws:
+            event = orjson.loads(raw)
+            if session is None or event.get("session") == session:
+                found.append(event)
+                if len(found) == limit:
+                    break
+        return found[::-1]
 
     async def sessions(self) -> list[SessionState]:
         ids = await self._redis.zrange(self._key("index", "sessions"), 0, -1)

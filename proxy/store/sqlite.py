@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import orjson
 
-from proxy.store.state import Change, SessionState
+from proxy.store.state import EVENTS_KEPT, Change, Event, SessionState
 
 T = TypeVar("T")
 
@@ -25,6 +25,8 @@ CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state BLOB NOT NULL, c
 CREATE TABLE IF NOT EXISTS owners (name TEXT PRIMARY KEY, session TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS scripts (session TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT NOT NULL, data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS events_by_session ON events (session, id);
 """
 
 
@@ -66,7 +68,9 @@ class SqliteStore:
 
         return await self._run(read)
 
-    async def update(self, session: str, change: Change, *, now: float) -> SessionState:
+    async def update(
+        self, session: str, change: Change, *, now: float, event: Event | None = None
+    ) -> SessionState:
         def apply(db: sqlite3.Connection) -> SessionState:
             row = db.execute("SELECT state FROM sessions WHERE id = ?", (session,)).fetchone()
             if row is None:
@@ -80,9 +84,35 @@ class SqliteStore:
                 "ON CONFLICT(id) DO UPDATE SET state = excluded.state",
                 (session, orjson.dumps(state.to_dict()), state.created),
             )
+            if event is not None:
+                cursor = db.execute(
+                    "INSERT INTO events (session, data) VALUES (?, ?)",
+                    (session, orjson.dumps(event)),
+                )
+                if (
+                    cursor.lastrowid is not None and cursor.lastrowid % 100 == 0
+                ):  # keep the log bounded
+                    db.execute(
+                        "DELETE FROM events WHERE id <= ?", (cursor.lastrowid - EVENTS_KEPT,)
+                    )
             return state
 
         return await self._run(lambda: self._transaction(apply))
+
+    async def events(self, session: str | None = None, limit: int = 200) -> list[Event]:
+        def read() -> list[Event]:
+            if session is None:
+                rows = self._db.execute(
+                    "SELECT data FROM events ORDER BY id DESC LIMIT ?", (limit,)
+                ).fetchall()
+            else:
+                rows = self._db.execute(
+                    "SELECT data FROM events WHERE session = ? ORDER BY id DESC LIMIT ?",
+                    (session, limit),
+                ).fetchall()
+            return [orjson.loads(r[0]) for r in reversed(rows)]
+
+        return await self._run(read)
 
     async def sessions(self) -> list[SessionState]:
         def read() -> list[SessionState]:

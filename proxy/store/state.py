@@ -64,3 +64,8 @@ class SessionState:
 
 
 Change = Callable[[SessionState], None]
+
+EVENTS_KEPT = 10_000  # the recent-events log holds this many, across all sessions
+
+# One request as the status page shows it: {"at", "session", "lane", "source", "turn", "detail"}
+Event = dict[str, Any]

@@ -1,0 +1,151 @@
+"""GET /replay/ui: a status page, server-rendered, refreshing itself every few seconds.
+
+Every session with its progress through the script, and a timeline of its recent requests
+(scripted, forwarded, recorded, stopped, divergent, failed). No build step, no script: HTML and CSS.
+With an admin token, open /replay/ui?token=TOKEN once: it sets a cookie and drops the token from
+the address.
+"""
+
+from __future__ import annotations
+
+import time
+from html import escape
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from proxy.routes.admin import ADMIN_COOKIE, require_token, token_matches
+from proxy.runtime import Runtime
+from proxy.status import iso, phase
+from proxy.store.state import Event, SessionState
+
+router = APIRouter(prefix="/replay")
+
+SHOWN_SESSIONS = 200
+TIMELINE = 40  # events per session
+REFRESH_SECONDS = 2
+COLORS = {
+    "scripted": "#2e7d32",
+    "upstream": "#1565c0",
+    "recorded": "#00838f",
+    "stop": "#6a1b9a",
+    "diverged": "#c62828",
+    "error": "#4e342e",
+}
+PHASES = ("replaying", "served", "stopped", "live", "diverged", "unscripted")
+
+
+@router.get("/ui", include_in_schema=False, response_model=None)
+async def ui_login(request: Request, token: str | None = None) -> Response:
+    if token is not None:
+        runtime: Runtime = request.app.state.runtime
+        if token_matches(runtime, token):
+            response = RedirectResponse("/replay/ui", status_code=303)
+            response.set_cookie(
+                ADMIN_COOKIE, token, httponly=True, samesite="strict", path="/replay"
+            )
+            return response
+    await require_token(request)
+    return await _page(request)
+
+
+async def _page(request: Request) -> HTMLResponse:
+    runtime: Runtime = request.app.state.runtime
+    states = sorted(await runtime.store.sessions(), key=lambda s: s.last_seen, reverse=True)
+    events = await runtime.store.events(limit=5000)
+    by_session: dict[str, list[Event]] = {}
+    for event in events:
+        by_session.setdefault(event["session"], []).append(event)
+    counts = {p: 0 for p in PHASES}
+    for state in states:
+        counts[phase(state)] = counts.get(phase(state), 0) + 1
+    rows = "".join(_row(s, by_session.get(s.id, [])[-TIMELINE:]) for s in states[:SHOWN_SESSIONS])
+    summary = " · ".join(f"{n} {p}" for p, n in counts.items() if n)
+    legend = "".join(
+        f'<span class="chip" style="background:{c}"></span>{escape(k)} ' for k, c in COLORS.items()
+    )
+    more = (
+        f"<p>Showing the {SHOWN_SESSIONS} most recent of {len(states)} sessions.</p>"
+        if len(states) > SHOWN_SESSIONS
+        else ""
+    )
+    html = PAGE.format(
+        refresh=REFRESH_SECONDS,
+        total=len(states),
+        summary=escape(summary) or "no sessions yet",
+        legend=legend,
+        rows=rows
+        or '<tr><td colspan="6" class="empty">No session has made a request yet.</td></tr>',
+        more=more,
+        now=escape(iso(time.time()) or ""),
+    )
+    return HTMLResponse(html, headers={"cache-control": "no-store"})
+
+
+def _row(state: SessionState, events: list[Event]) -> str:
+    total = state.turns_total
+    served = state.turns_served
+    percent = int(100 * served / total) if total else 0
+    script = "—"
+    if state.script_name is not None:
+        script = f"{escape(state.script_name)} <small>({escape(state.script_source or '')})</small>"
+    forwarded = (
+        ", ".join(f"{escape(k)} {v}" for k, v in sorted(state.forwarded.items()) if v) or "—"
+    )
+    problem = ""
+    if state.divergence is not None:
+        problem = f'<div class="problem">turn {state.divergence.get("turn")}: {escape(str(state.divergence.get("path") or ""))}</div>'
+    chips = "".join(_chip(e) for e in events)
+    return (
+        f'<tr class="session" data-phase="{escape(phase(state))}">'
+        f"<td><code>{escape(state.id)}</code>{problem}</td>"
+        f'<td><span class="phase {escape(phase(state))}">{escape(phase(state))}</span></td>'
+        f"<td>{script}</td>"
+        f'<td><div class="bar"><div class="fill" style="width:{percent}%"></div></div>'
+        f"<small>{served}/{total} turns · {state.scripted_responses} scripted answers</small></td>"
+        f"<td><small>forwarded: {forwarded}<br>errors: {state.errors}</small></td>"
+        f'<td class="timeline">{chips}</td>'
+        "</tr>"
+    )
+
+
+def _chip(event: dict[str, Any]) -> str:
+    source = str(event.get("source", ""))
+    title = f"{iso(event.get('at'))} {event.get('lane')} {source} {event.get('turn')} {event.get('detail', '')}"
+    color = COLORS.get(source, "#757575")
+    return f'<span class="chip {escape(source)}" style="background:{color}" title="{escape(title)}"></span>'
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="{refresh}">
+<title>replay-proxy: {total} sessions</title>
+<style>
+body {{ font: 14px system-ui, sans-serif; margin: 1.5rem; color: #212121; }}
+h1 {{ font-size: 1.3rem; margin: 0 0 .3rem; }}
+table {{ border-collapse: collapse; width: 100%; margin-top: 1rem; }}
+th, td {{ text-align: left; padding: .45rem .6rem; border-bottom: 1px solid #e0e0e0; vertical-align: top; }}
+th {{ font-weight: 600; background: #fafafa; }}
+.bar {{ width: 160px; height: 12px; background: #e0e0e0; border-radius: 6px; overflow: hidden; }}
+.fill {{ height: 100%; background: #2e7d32; }}
+.phase {{ padding: .1rem .45rem; border-radius: .6rem; background: #eeeeee; }}
+.phase.live {{ background: #bbdefb; }} .phase.diverged {{ background: #ffcdd2; }}
+.phase.served, .phase.stopped {{ background: #c8e6c9; }} .phase.replaying {{ background: #fff9c4; }}
+.chip {{ display: inline-block; width: 12px; height: 12px; margin: 1px; border-radius: 2px; }}
+.problem {{ color: #c62828; font-size: 12px; }}
+.empty {{ color: #757575; text-align: center; padding: 2rem; }}
+.legend {{ color: #616161; }}
+</style></head>
+<body>
+<h1>replay-proxy</h1>
+<div>{total} sessions: {summary}</div>
+<div class="legend">timeline: {legend}(newest right; hover for details)</div>
+<table id="sessions">
+<thead><tr><th>session</th><th>phase</th><th>script</th><th>progress</th><th>requests</th><th>timeline</th></tr></thead>
+<tbody>{rows}</tbody>
+</table>
+{more}
+<p class="legend">as of {now}; refreshes every {refresh} s</p>
+</body></html>
+"""

@@ -1,0 +1,277 @@
+"""Running it: metrics, structured logs, the status page, graceful shutdown, the testing helper,
+and who may use the admin API."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from proxy.testing import ReplayProxy
+from tests.agent import TOOLS, agent_step, client, follow, start_messages
+from tests.conftest import ROOT, ProxyFactory
+from tests.servers import FakeUpstream, Gate, running, status
+from tests.test_e2e_chat import RECORDED
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The value of one sample in a Prometheus exposition."""
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{want}}} ") or (not labels and line.startswith(f"{name} ")):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no sample {name}{{{want}}} in:\n{text}")
+
+
+def test_metrics_count_answers_by_source_and_time_the_upstream(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], write_trajectory: Callable[..., Path]
+) -> None:
+    fake, upstream_url = upstream
+    fake.then(status(429, {"error": {"message": "slow down"}}))
+    with proxy(upstream=upstream_url, trajectory=[write_trajectory(RECORDED)]) as url:
+        c = client(url, **{"x-session-affinity": "m1"})
+        messages = start_messages()
+        first, _ = agent_step(c, messages, stream=True)
+        follow(messages, first)
+        agent_step(c, messages, stream=False)
+        httpx.post(
+            url + "/chat/completions",
+            json={"model": "m", "messages": start_messages()},
+            headers={"x-session-affinity": "m1"},
+        )
+        httpx.post(
+            url + "/chat/completions",
+            content=b"{broken",
+            headers={"content-type": "application/json"},
+        )
+        bad = [
+            *start_messages(),
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": "nope",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": "{}"},
+                    }
+                ],
+            },
+        ]
+        httpx.post(
+            url + "/chat/completions",
+            json={"model": "m", "messages": bad, "tools": TOOLS},
+            headers={"x-session-affinity": "m1"},
+        )
+        text = httpx.get(url.removesuffix("/v1") + "/metrics").text
+    assert (
+        metric(
+            text,
+            "replay_proxy_requests_total",
+            api="chat",
+            lane="main",
+            source="scripted",
+            status="200",
+        )
+        == 2
+    )
+    assert (
+        metric(
+            text,
+            "replay_proxy_requests_total",
+            api="chat",
+            lane="toolless",
+            source="upstream",
+            status="429",
+        )
+        == 1
+    )
+    assert (
+        metric(
+            text, "replay_proxy_requests_total", api="chat", lane="-", source="error", status="400"
+        )
+        == 1
+    )
+    assert (
+        metric(
+            text,
+            "replay_proxy_requests_total",
+            api="chat",
+            lane="main",
+            source="diverged",
+            status="404",
+        )
+        == 1
+    )
+    assert metric(text, "replay_proxy_divergences_total", kind="history") == 1
+    assert metric(text, "replay_proxy_upstream_seconds_count", api="chat") == 1
+    assert metric(text, "replay_proxy_upstream_ttfb_seconds_count", api="chat") == 1
+    assert metric(text, "replay_proxy_active_sessions") == 1
+    assert "sk-client-key" not in text
+
+
+def test_json_logs_one_line_per_request_without_credentials(
+    upstream: tuple[FakeUpstream, str], tmp_path: Path
+) -> None:
+    _, upstream_url = upstream
+    log = tmp_path / "proxy.log"
+    args = [
+        "--upstream",
+        upstream_url,
+        "--upstream-api-key",
+        "sk-upstream-SECRET-1",
+        "--log-format",
+        "json",
+        "--log-level",
+        "info",
+    ]
+    with log.open("w") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "proxy", "serve", "--port", "0", "--trajectory", str(ROOT / "examples/greeting.json"), *args],
+            stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT,
+        )  # fmt: skip
+        try:
+            assert process.stdout is not None
+            url = process.stdout.readline().rsplit("listening on ", 1)[1].strip()
+            body = json.loads((ROOT / "examples/greeting.json").read_text())[:2]
+            key = {"authorization": "Bearer sk-client-SECRET-2", "x-session-affinity": "log-1"}
+            httpx.post(
+                url + "/chat/completions",
+                json={"model": "m", "messages": body, "tools": TOOLS},
+                headers=key,
+            )
+            httpx.post(
+                url + "/chat/completions", json={"model": "m", "messages": body}, headers=key
+            )
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    requests = [line for line in lines if line["logger"] == "proxy.requests"]
+    assert [(r["session"], r["lane"], r["source"], r["turn"], r["status"]) for r in requests] == [
+        ("log-1", "main", "scripted", "1/3", 200),
+        ("log-1", "toolless", "upstream", "-", 200),
+    ]
+    assert all(isinstance(r["ms"], float) and r["api"] == "chat" for r in requests)
+    assert "SECRET" not in log.read_text()
+
+
+def test_sigterm_lets_the_stream_in_flight_finish_and_refuses_new_connections(
+    upstream: tuple[FakeUpstream, str], tmp_path: Path
+) -> None:
+    fake, upstream_url = upstream
+    gate = Gate()
+    fake.then(gate.answer)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "serve", "--port", "0", "--upstream", upstream_url, "--log-level", "info"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        url = process.stdout.readline().rsplit("listening on ", 1)[1].strip()
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        with httpx.stream("POST", url + "/chat/completions", json=body, timeout=60) as r:
+            lines = r.iter_lines()
+            assert next(lines).startswith("data: ")
+            process.send_signal(signal.SIGTERM)
+            for line in process.stderr:  # uvicorn says when it has stopped accepting
+                if "Waiting for connections to close" in line:
+                    break
+            with pytest.raises(httpx.TransportError):
+                httpx.get(url.removesuffix("/v1") + "/healthz", timeout=5)
+            gate.released.set()
+            assert [line for line in lines if line] == ["data: [DONE]"]  # the stream ended whole
+        # after a clean shutdown uvicorn re-raises the signal it caught, as a process should
+        assert process.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        gate.released.set()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_the_testing_helper_and_its_pytest_fixture(
+    replay_proxy: Callable[..., ReplayProxy], write_trajectory: Callable[..., Path]
+) -> None:
+    proxy = replay_proxy(trajectories=[write_trajectory(RECORDED)], after_script="stop")
+    c = client(proxy.base_url, **{"x-session-affinity": "fixture-1"})
+    messages = start_messages()
+    for _ in range(2):
+        answer, _ = agent_step(c, messages, stream=False)
+        follow(messages, answer)
+    final, headers = agent_step(c, messages, stream=False)
+    assert headers["x-replay-source"] == "stop" and final["finish"] == "stop"
+    assert proxy.status("fixture-1")["complete"] is True
+    assert [s["session"] for s in proxy.sessions()] == ["fixture-1"]
+    with ReplayProxy(trajectories=[write_trajectory(RECORDED)], admin_token="t0k") as other:
+        assert other.sessions() == []  # the helper sends the admin token it was given
+
+
+def test_the_status_page_shows_sessions_progress_and_timelines(
+    proxy: ProxyFactory, write_trajectory: Callable[..., Path]
+) -> None:
+    with proxy(trajectory=[write_trajectory(RECORDED)], admin_token="ui-token") as url:
+        root = url.removesuffix("/v1")
+        c = client(url, **{"x-session-affinity": "ui-1"})
+        messages = start_messages()
+        agent_step(c, messages, stream=False)
+        assert httpx.get(root + "/replay/ui").status_code == 401
+        login = httpx.get(root + "/replay/ui", params={"token": "ui-token"})
+        assert login.status_code == 303 and login.headers["location"] == "/replay/ui"
+        page = httpx.get(root + "/replay/ui", cookies=login.cookies)
+        wrong = httpx.get(root + "/replay/ui", params={"token": "nope"})
+    assert page.status_code == 200 and wrong.status_code == 401
+    html = page.text
+    assert '<meta http-equiv="refresh"' in html
+    assert html.count('<tr class="session"') == 1 and "<code>ui-1</code>" in html
+    assert "1/2 turns" in html and 'style="width:50%"' in html
+    assert html.count('class="chip scripted"') == 1
+    assert "ui-token" not in html
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"host": "127.0.0.1"}, 200),
+        ({"host": "0.0.0.0"}, 403),
+        ({"host": "0.0.0.0", "insecure_admin": True}, 200),
+        ({"host": "0.0.0.0", "admin_token": "t"}, 401),
+    ],
+)
+def test_admin_api_without_a_token_answers_only_on_loopback(
+    settings: dict[str, Any], expected: int
+) -> None:
+    from proxy.app import create_app
+    from proxy.config import Settings
+
+    with running(create_app(Settings(**settings))) as root:  # served on loopback either way
+        r = httpx.get(root + "/replay/sessions")
+    assert r.status_code == expected
+    if expected == 403:
+        assert "not on loopback" in r.json()["error"]["message"]
+
+
+def test_a_stream_stuck_upstream_does_not_hold_up_other_sessions(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], write_trajectory: Callable[..., Path]
+) -> None:
+    fake, upstream_url = upstream
+    gate = Gate()
+    fake.then(gate.answer)
+    try:
+        with proxy(upstream=upstream_url, trajectory=[write_trajectory(RECORDED)]) as url:
+            body = {"model": "m", "messages": [{"role": "user", "content": "slow"}], "stream": True}
+            with httpx.stream("POST", url + "/chat/completions", json=body) as slow:
+                next(slow.iter_lines())  # open, and stuck until the gate opens
+                c = client(url, **{"x-session-affinity": "fast"})
+                answer, headers = agent_step(c, start_messages(), stream=True)
+                assert headers["x-replay-turn"] == "1/2" and answer["tool_calls"]
+                assert not gate.released.is_set()
+                gate.released.set()
+    finally:
+        gate.released.set()

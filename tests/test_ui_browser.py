@@ -1,0 +1,101 @@
+"""The status page in a real headless browser (Debian's chromium, driven by playwright)."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.agent import agent_step, client, follow, start_messages
+from tests.conftest import ProxyFactory
+from tests.test_e2e_chat import RECORDED
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None and not os.environ.get("REPLAY_PROXY_REQUIRE_BROWSER"):
+    pytest.skip(
+        "chromium is not installed (apt-get install chromium; .ci/run does)",
+        allow_module_level=True,
+    )
+
+playwright = pytest.importorskip("playwright.sync_api")
+Image = pytest.importorskip("PIL.Image")
+
+GREEN = (0x2E, 0x7D, 0x32)  # the progress fill and the scripted chips
+RED = (0xC6, 0x28, 0x28)  # a divergence chip
+
+
+def pixels_of(png: bytes, color: tuple[int, int, int]) -> int:
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    return sum(
+        1
+        for pixel in image.get_flattened_data()
+        if all(abs(a - b) <= 6 for a, b in zip(pixel, color, strict=True))
+    )
+
+
+def test_the_status_page_renders_sessions_and_refreshes_itself(
+    proxy: ProxyFactory, write_trajectory: Callable[..., Path], tmp_path: Path
+) -> None:
+    assert CHROMIUM is not None
+    with proxy(trajectory=[write_trajectory(RECORDED)], admin_token="browser-token") as url:
+        root = url.removesuffix("/v1")
+        good = client(url, **{"x-session-affinity": "agent-ok"})
+        messages = start_messages()
+        first, _ = agent_step(good, messages, stream=True)
+        follow(messages, first)
+        bad = client(url, **{"x-session-affinity": "agent-bad"})
+        wrong = [
+            *start_messages(),
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "x", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+                ],
+            },
+        ]
+        with pytest.raises(Exception, match="does not follow the script"):
+            bad.chat.completions.create(
+                model="m",
+                messages=wrong,
+                tools=[{"type": "function", "function": {"name": "bash", "parameters": {}}}],
+            )
+
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=CHROMIUM,
+                args=[
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--no-first-run",
+                ],
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1200, "height": 600})
+                page.goto(
+                    f"{root}/replay/ui?token=browser-token"
+                )  # sets the cookie, drops the token
+                assert page.url == f"{root}/replay/ui"
+                rows = page.locator("tr.session")
+                assert rows.count() == 2
+                assert page.locator('tr.session[data-phase="diverged"]').count() == 1
+                assert (
+                    "1/2 turns" in page.locator('tr.session[data-phase="replaying"]').inner_text()
+                )
+
+                agent_step(good, messages, stream=False)  # turn 2: the page must show it by itself
+                page.wait_for_function(
+                    "document.body.innerText.includes('2/2 turns')", timeout=20_000
+                )
+
+                shot = page.locator("#sessions").screenshot()
+                (tmp_path / "status.png").write_bytes(shot)  # kept with the test's files
+                assert pixels_of(shot, GREEN) > 500  # a full progress bar, and scripted chips
+                assert pixels_of(shot, RED) > 50  # the divergence chip
+            finally:
+                browser.close()
