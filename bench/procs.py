@@ -1,11 +1,14 @@
-"""Processes under measurement: start the proxy, read its CPU time from /proc."""
+"""Processes under measurement: start them, learn their URL, read their CPU time and memory."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +29,13 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
 def _children(pid: int) -> list[int]:
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
@@ -40,22 +50,94 @@ def _children(pid: int) -> list[int]:
 
 
 @contextmanager
-def proxy(*args: str) -> Iterator[tuple[str, int]]:
-    """`replay-proxy serve --port 0 ARGS` at log level warning; yields (base URL, pid)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "proxy", "serve", "--port", "0", "--log-level", "warning", *args],
+def process(*argv: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+    """Start a program that prints '... listening on URL' as its first line; yields (URL, pid)."""
+    proc = subprocess.Popen(
+        list(argv),
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
         start_new_session=True,
+        env={**os.environ, **(env or {})},
     )
     try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
         if "listening on " not in line:
-            raise RuntimeError(f"the proxy did not start: {line!r}")
-        yield line.rsplit("listening on ", 1)[1].strip(), process.pid
+            raise RuntimeError(f"{argv[:3]} did not start: {line!r}")
+        yield line.rsplit("listening on ", 1)[1].strip(), proc.pid
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=60)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def proxy(*args: str) -> contextmanager:  # type: ignore[type-arg]
+    return process(
+        sys.executable, "-m", "proxy", "serve", "--port", "0", "--log-level", "warning", *args
+    )
+
+
+def upstream(chunks: int = 64, delay: float = 0.0) -> contextmanager:  # type: ignore[type-arg]
+    return process(
+        sys.executable, "-m", "bench.upstream", "--chunks", str(chunks), "--delay", str(delay)
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+NGINX_CONF = """
+worker_processes 1;
+pid {folder}/nginx.pid;
+error_log {folder}/error.log warn;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    client_body_temp_path {folder}/body;
+    proxy_temp_path {folder}/proxy;
+    fastcgi_temp_path {folder}/fastcgi;
+    uwsgi_temp_path {folder}/uwsgi;
+    scgi_temp_path {folder}/scgi;
+    upstream llm {{ server {upstream}; keepalive 256; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://llm;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
+
+
+@contextmanager
+def nginx(upstream_url: str) -> Iterator[tuple[str, int]]:
+    """A plain pass-through hop: one worker, no buffering, keep-alive to the upstream."""
+    host = upstream_url.removeprefix("http://").split("/", 1)[0]
+    port = free_port()
+    with tempfile.TemporaryDirectory() as folder:
+        conf = Path(folder) / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(folder=folder, upstream=host, port=port))
+        proc = subprocess.Popen(
+            ["nginx", "-c", str(conf), "-g", "daemon off;"], start_new_session=True
+        )
+        try:
+            for _ in range(200):  # nginx prints nothing when ready: try to connect
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                time.sleep(0.02)
+            yield f"http://127.0.0.1:{port}/v1", proc.pid
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)

@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import redis.exceptions
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
@@ -19,12 +17,13 @@ from proxy import logs
 from proxy.config import Settings
 from proxy.dumps import Dumper
 from proxy.engine import Mode, Rules
-from proxy.errors import BadRequest, NotFound, ProxyError, StoreUnavailable, error_response
+from proxy.errors import BadRequest, NotFound, ProxyError, StoreUnavailable
+from proxy.front import STORE_ERRORS, Front, answer_error
 from proxy.library import Library
 from proxy.metrics import Metrics
 from proxy.normalize import compile_masks
 from proxy.recording import Recorder
-from proxy.routes import admin, completions, forward, health, ui
+from proxy.routes import admin, health, ui
 from proxy.runtime import Runtime
 from proxy.sessions import Sessions
 from proxy.store import Store, open_store
@@ -33,12 +32,6 @@ from proxy.upstream import Upstream
 
 log = logging.getLogger("proxy")
 
-STORE_ERRORS = (
-    sqlite3.OperationalError,
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-)
-
 
 def create_app(
     settings: Settings,
@@ -46,7 +39,7 @@ def create_app(
     store: Store | None = None,
     upstream: Upstream | None = None,
     library: Library | None = None,
-) -> FastAPI:
+) -> Front:
     """Trajectories are loaded here, not in the lifespan, so a bad file fails before binding."""
     if library is None:
         library = Library.load(settings.trajectory, settings.trajectory_dir)
@@ -98,78 +91,51 @@ def create_app(
                 if writer is not None:
                     writer.close()
 
-    app = FastAPI(
+    api = FastAPI(
         title="replay-proxy", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None
     )
-    app.state.runtime = runtime
-    app.include_router(health.router)
-    app.include_router(ui.router)
-    app.include_router(admin.router)
-    app.include_router(completions.router)
-    app.include_router(forward.router)
-    _install_error_handlers(app)
-    return app
-
-
-def _anthropic(request: Request) -> bool:
-    return request.url.path.endswith("/messages")
-
-
-def _api(request: Request) -> str:
-    path = request.url.path
-    for suffix, name in (
-        ("/chat/completions", "chat"),
-        ("/responses", "responses"),
-        ("/messages", "anthropic"),
-    ):
-        if path.endswith(suffix):
-            return name
-    return "other"
-
-
-def _answer_error(request: Request, error: ProxyError) -> Response:
-    runtime = request.app.state.runtime
-    runtime.metrics.answered(_api(request), "-", "error", error.status)
-    return error_response(error, anthropic=_anthropic(request))
+    api.state.runtime = runtime
+    api.include_router(health.router)
+    api.include_router(ui.router)
+    api.include_router(admin.router)
+    _install_error_handlers(api)
+    return Front(api, runtime)
 
 
 def _install_error_handlers(app: FastAPI) -> None:
     async def proxy_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ProxyError)
-        if exc.status >= 500:
-            log.warning(
-                "%s %s -> %d: %s", request.method, request.url.path, exc.status, exc.message
-            )
-        return _answer_error(request, exc)
+        return answer_error(request.app.state.runtime, request.url.path, exc)
 
     async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
         error = BadRequest(f"{where}: {first.get('msg', 'invalid request')}", param=where)
-        return _answer_error(request, error)
+        return answer_error(request.app.state.runtime, request.url.path, error)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 404:
-            missing = NotFound(f"no route {request.method} {request.url.path}")
-            return _answer_error(request, missing)
-        error = ProxyError(str(exc.detail))
-        error.status = exc.status_code
-        error.type = "invalid_request_error"
-        return _answer_error(request, error)
+            error: ProxyError = NotFound(f"no route {request.method} {request.url.path}")
+        else:
+            error = ProxyError(str(exc.detail))
+            error.status = exc.status_code
+            error.type = "invalid_request_error"
+        return answer_error(request.app.state.runtime, request.url.path, error)
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         if isinstance(exc, STORE_ERRORS):
-            where = f"{request.method} {request.url.path}"
-            log.error("session store unavailable on %s: %s", where, exc)
+            log.error(
+                "session store unavailable on %s %s: %s", request.method, request.url.path, exc
+            )
             error: ProxyError = StoreUnavailable(
                 f"the session store is unavailable: {type(exc).__name__}: {exc}"
             )
         else:
             log.exception("unexpected error on %s %s", request.method, request.url.path)
             error = ProxyError(f"internal error in the replay proxy: {type(exc).__name__}")
-        return _answer_error(request, error)
+        return answer_error(request.app.state.runtime, request.url.path, error)
 
     app.add_exception_handler(ProxyError, proxy_error)
     app.add_exception_handler(RequestValidationError, validation_error)
@@ -180,7 +146,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 WORKER_SETTINGS = "_REPLAY_PROXY_WORKER_SETTINGS"
 
 
-def factory() -> FastAPI:
+def factory() -> Front:
     """The app of one worker process (--workers N): settings come from the parent process."""
     data = os.environ.get(WORKER_SETTINGS)
     settings = Settings(**json.loads(data)) if data else Settings()

@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from fastapi import Request
-
 from proxy.config import Settings
 from proxy.dumps import Dumper
 from proxy.engine import Rules
+from proxy.incoming import Incoming
 from proxy.library import Library
 from proxy.metrics import Metrics
 from proxy.recording import Exchange, Recorder
@@ -36,23 +35,43 @@ class Runtime:
         return self.rules.strict is not None
 
     def tap(
-        self, request: Request, exchange: Exchange, *, perf_start: float, dump: bool
+        self,
+        incoming: Incoming,
+        *,
+        session: str,
+        lane: str,
+        api: str,
+        body: object,
+        stream: bool,
+        perf_start: float,
     ) -> Tap | None:
-        """A Tap for this exchange, or None when nothing is recorded or dumped."""
-        dumper = self.dumper if dump else None
+        """A Tap for this exchange, or None when nothing is recorded or dumped (the usual case:
+        then no copy of the exchange is made at all)."""
+        dumper = None if self.strict else self.dumper
         if self.recorder is None and dumper is None:
             return None
+        exchange = Exchange(
+            session=session,
+            lane=lane,
+            api=api,
+            method=incoming.method,
+            path=incoming.path,
+            source="",
+            request=body,
+            stream=stream,
+            started=time.time(),
+        )
         return Tap(
             exchange,
             recorder=self.recorder,
             dumper=dumper,
-            secrets=client_secrets(request.headers),
+            secrets=client_secrets(incoming.headers),
             perf_start=perf_start,
         )
 
     async def forward(
         self,
-        request: Request,
+        request: Incoming,
         body: bytes,
         headers: list[tuple[bytes, bytes]],
         tap: Tap | None = None,
@@ -71,28 +90,12 @@ class Runtime:
 
         response = await self.upstream.send(
             request.method,
-            request.url.path,
-            request.url.query,
-            request.headers.raw,
+            request.path,
+            request.query,
+            request.raw_headers,
             body,
             on_complete=done,
             keep_body=tap is not None,
         )
         response.raw_headers.extend(headers)
         return response
-
-
-def new_exchange(
-    request: Request, *, session: str, lane: str, api: str, body: object, stream: bool
-) -> Exchange:
-    return Exchange(
-        session=session,
-        lane=lane,
-        api=api,
-        method=request.method,
-        path=request.url.path,
-        source="",
-        request=body,
-        stream=stream,
-        started=time.time(),
-    )

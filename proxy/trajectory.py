@@ -1,6 +1,8 @@
 """The one internal model of a saved run: a Trajectory is a task plus a script of Turns.
 
 Every loader produces this, whatever the input format; the engine and the renderers read only this.
+Treat all of it as read-only. Only Trajectory is frozen: a large file makes tens of thousands of
+the parts, and a frozen dataclass takes three times as long to build.
 """
 
 from __future__ import annotations
@@ -10,14 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCall:
     id: str
     name: str
     arguments: str  # JSON text, kept verbatim from the recording
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UserMessage:
     """A user message that came after the task; it is spliced into live requests."""
 
@@ -25,7 +27,7 @@ class UserMessage:
     content: str | list[Any]  # as recorded: a string or a list of content parts
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Recorded:
     """One exchange of a recording, kept whole for strict replay."""
 
@@ -41,7 +43,7 @@ class Recorded:
     body: bytes  # the answer exactly as it was sent: a JSON body or the SSE events
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Turn:
     number: int  # 1-based position in the script
     index: int  # position of the assistant message in the source file
@@ -57,7 +59,7 @@ class Turn:
         return not self.tool_calls
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Note:
     """Something in the file that is not replayed, and why."""
 

@@ -26,10 +26,11 @@ from typing import Any
 import orjson
 
 from proxy.errors import LoadError
+from proxy.loaders.anthropic import MARKERS as ANTHROPIC_ONLY
 from proxy.loaders.anthropic import looks_like_anthropic, messages_to_chat
 from proxy.loaders.chat import trajectory_from_messages
 from proxy.loaders.recording import is_recording, trajectory_from_recording
-from proxy.loaders.responses import items_to_chat, looks_like_items
+from proxy.loaders.responses import RESPONSES_ONLY, items_to_chat
 from proxy.trajectory import Note, Trajectory
 
 log = logging.getLogger("proxy.loaders")
@@ -146,14 +147,33 @@ def _from_lines(
     )
 
 
+def dialect(items: list[Any]) -> str:
+    """chat, responses or anthropic: decided by the first item only one of them could hold (a
+    tool call or result is there early in any real run), so a large file is not scanned twice."""
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") in RESPONSES_ONLY:
+            return "responses"
+        if "tool_calls" in item or item.get("role") == "tool":
+            return "chat"
+        content = item.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY for b in content
+        ):
+            return "anthropic"
+    return "chat"
+
+
 def _from_list(items: list[Any], *, name: str, source: str, digest: str, fmt: str) -> Trajectory:
     """A list of chat messages, Responses items or Anthropic messages."""
-    if looks_like_items(items):
+    kind = dialect(items)
+    if kind == "responses":
         chat, indexes = items_to_chat(items, source)
         return trajectory_from_messages(
             chat, name=name, source=source, fmt="responses", digest=digest, indexes=indexes
         )
-    if looks_like_anthropic(items):
+    if kind == "anthropic":
         chat, indexes = messages_to_chat(items, source)
         return trajectory_from_messages(
             chat, name=name, source=source, fmt="anthropic", digest=digest, indexes=indexes

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from proxy.content import is_content, split_reasoning, text_of
+from proxy.content import split_reasoning, text_of
 from proxy.errors import LoadError
 from proxy.trajectory import Note, ToolCall, Trajectory, Turn, UserMessage
 
@@ -42,15 +42,16 @@ def trajectory_from_messages(
     dropped: list[Note] = []
     final_index: int | None = None
 
+    # a 10 MB trajectory has tens of thousands of messages: this loop is kept lean on purpose
     for pos, msg in enumerate(messages):
         idx = indexes[pos] if indexes is not None else pos
-        if not isinstance(msg, dict):
+        if type(msg) is not dict:
             raise LoadError(source, idx, "message is not a JSON object")
         role = msg.get("role")
-        if not isinstance(role, str):
+        if type(role) is not str:
             raise LoadError(source, idx, "message has no role")
         content = msg.get("content")
-        if not is_content(content):
+        if content is not None and type(content) is not str and type(content) is not list:
             raise LoadError(source, idx, "content must be a string, a list of parts, or null")
         if final_index is not None:
             dropped.append(
@@ -62,8 +63,8 @@ def trajectory_from_messages(
                 system = text_of(content)
         elif role == "tool":
             call_id = msg.get("tool_call_id")
-            if isinstance(call_id, str):
-                outputs[call_id] = text_of(content)
+            if type(call_id) is str:
+                outputs[call_id] = content if type(content) is str else text_of(content)
             else:
                 skipped.append(Note(idx, "tool message without a tool_call_id"))
         elif role == "user":
@@ -102,7 +103,7 @@ def trajectory_from_messages(
 
 
 def _assistant_text(msg: dict[str, Any], content: Any) -> tuple[str | None, str]:
-    thought, text = split_reasoning(text_of(content))
+    thought, text = split_reasoning(content if type(content) is str else text_of(content))
     explicit = msg.get("reasoning_content")
     if not isinstance(explicit, str) or not explicit:
         explicit = msg.get("reasoning") if isinstance(msg.get("reasoning"), str) else None
@@ -123,42 +124,43 @@ def _tool_calls(
     calls: list[ToolCall] = []
     seen: set[str] = set()
     for j, call in enumerate(raw):
-        where = f"tool_calls[{j}]"
-        if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
-            raise LoadError(source, idx, f"{where} has no function object")
-        fn = call["function"]
+        fn = call.get("function") if type(call) is dict else None
+        if type(fn) is not dict:
+            raise LoadError(source, idx, f"tool_calls[{j}] has no function object")
         name = fn.get("name")
-        if not isinstance(name, str) or not name:
-            raise LoadError(source, idx, f"{where}.function.name is missing")
+        if type(name) is not str or not name:
+            raise LoadError(source, idx, f"tool_calls[{j}].function.name is missing")
         call_id = call.get("id")
-        if not isinstance(call_id, str) or not call_id:
+        if type(call_id) is not str or not call_id:
             call_id = synthetic_call_id(digest, number, j)
         if call_id in seen:
-            raise LoadError(source, idx, f"{where}.id {call_id!r} is used twice in one turn")
+            raise LoadError(
+                source, idx, f"tool_calls[{j}].id {call_id!r} is used twice in one turn"
+            )
         seen.add(call_id)
         calls.append(
-            ToolCall(call_id, name, normalize_arguments(fn.get("arguments"), source, idx, where))
+            ToolCall(call_id, name, normalize_arguments(fn.get("arguments"), source, idx, j))
         )
     return tuple(calls)
 
 
-def normalize_arguments(value: Any, source: str, idx: int, where: str) -> str:
+def normalize_arguments(value: Any, source: str, idx: int, position: int) -> str:
     """Arguments stay verbatim when they are a JSON string; a dict is encoded; empty is "{}"."""
-    if value is None:
-        return "{}"
-    if isinstance(value, str):
-        if not value.strip():
+    if type(value) is str:
+        if not value or value.isspace():
             return "{}"
         try:
             orjson.loads(value)
         except orjson.JSONDecodeError as exc:
-            raise LoadError(
-                source, idx, f"{where}.function.arguments is not valid JSON: {exc}"
-            ) from None
+            where = f"tool_calls[{position}].function.arguments"
+            raise LoadError(source, idx, f"{where} is not valid JSON: {exc}") from None
         return value
+    if value is None:
+        return "{}"
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False)
-    raise LoadError(source, idx, f"{where}.function.arguments must be a JSON string or object")
+    where = f"tool_calls[{position}].function.arguments"
+    raise LoadError(source, idx, f"{where} must be a JSON string or object")
 
 
 def synthetic_call_id(digest: str, turn: int, position: int) -> str:

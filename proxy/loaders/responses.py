@@ -15,13 +15,7 @@ from proxy.content import text_of
 from proxy.errors import LoadError
 
 ASSISTANT_SIDE = frozenset({"reasoning", "function_call", "item_reference"})
-ITEM_TYPES = frozenset(
-    {"message", "function_call", "function_call_output", "reasoning", "item_reference"}
-)
-
-
-def looks_like_items(items: Sequence[Any]) -> bool:
-    return any(isinstance(i, dict) and i.get("type") in ITEM_TYPES - {"message"} for i in items)
+RESPONSES_ONLY = frozenset({"function_call", "function_call_output", "reasoning", "item_reference"})
 
 
 def items_to_chat(

@@ -1,6 +1,7 @@
 """POST /v1/chat/completions, /v1/responses and /v1/messages: one path for all three APIs.
 
-route -> parse -> engine.decide (pure) -> store -> render or forward.
+route -> parse -> engine.decide (pure) -> store -> render or forward. Served by proxy.front as
+plain ASGI (not FastAPI routes): these are the hot paths.
 """
 
 from __future__ import annotations
@@ -11,25 +12,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from proxy.apis import ANTHROPIC, CHAT, RESPONSES, Api
 from proxy.conversation import Conversation, Lane, session_id
 from proxy.engine import Diverged, Forward, Scripted, Stop, decide
 from proxy.errors import PROXY_HEADERS, NotFound, ProxyError, ReplayDiverged
+from proxy.incoming import Incoming
 from proxy.logs import request_line
-from proxy.recording import Exchange
 from proxy.render.chat import chat_message
-from proxy.routes.body import read_json
 from proxy.routes.strict import answer_recorded
-from proxy.runtime import Runtime, new_exchange
+from proxy.runtime import Runtime
 from proxy.streaming import JSON, SSE, Rendered
 from proxy.tap import Tap, dump_record
 from proxy.trajectory import Trajectory, Turn
 
 log = logging.getLogger("proxy.requests")
-router = APIRouter()
 
 STOP_TEXT = (
     "[replay-proxy] The script is complete: all {total} scripted turns were served, and "
@@ -37,30 +35,23 @@ STOP_TEXT = (
 )
 
 
-@router.post("/v1/chat/completions", include_in_schema=True)
-@router.post("/chat/completions", include_in_schema=False)
-async def chat_completions(request: Request) -> Response:
-    return await serve(request, CHAT)
+async def chat(incoming: Incoming, runtime: Runtime) -> Response:
+    return await serve(incoming, runtime, CHAT)
 
 
-@router.post("/v1/responses", include_in_schema=True)
-@router.post("/responses", include_in_schema=False)
-async def responses(request: Request) -> Response:
-    return await serve(request, RESPONSES)
+async def responses(incoming: Incoming, runtime: Runtime) -> Response:
+    return await serve(incoming, runtime, RESPONSES)
 
 
-@router.post("/v1/messages", include_in_schema=True)
-@router.post("/messages", include_in_schema=False)
-async def messages(request: Request) -> Response:
-    """Anthropic Messages API (Claude Code calls /v1/messages?beta=true: the query is ignored)."""
-    return await serve(request, ANTHROPIC)
+async def messages(incoming: Incoming, runtime: Runtime) -> Response:
+    return await serve(incoming, runtime, ANTHROPIC)
 
 
 @dataclass
 class InFlight:
     """One request on its way through, with what every step needs to know about it."""
 
-    request: Request
+    request: Incoming
     runtime: Runtime
     api: Api
     conv: Conversation
@@ -69,8 +60,7 @@ class InFlight:
     session: str
     lane: Lane
     parent: str | None
-    exchange: Exchange
-    tap: Tap | None
+    tap: Tap | None  # only with --record-dir or --dump-dir
     started: float = field(default_factory=time.perf_counter)
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
 
@@ -80,21 +70,23 @@ class InFlight:
         self.runtime.metrics.answered(self.api.name, self.lane, source, status)
 
 
-async def serve(request: Request, api: Api) -> Response:
-    runtime: Runtime = request.app.state.runtime
+async def serve(request: Incoming, runtime: Runtime, api: Api) -> Response:
     started = time.perf_counter()
-    raw, body = await read_json(request, runtime.settings.max_body_bytes)
+    raw, body = request.body, request.json()
     conv = api.parse(body)
     session = session_id(request.headers, runtime.settings.session_header, conv)
     parent = request.headers.get(runtime.settings.subagent_header)
     lane = conv.lane(subagent=parent is not None)
-    exchange = new_exchange(
-        request, session=session, lane=lane, api=api.name, body=body, stream=conv.stream
+    tap = runtime.tap(
+        request,
+        session=session,
+        lane=lane,
+        api=api.name,
+        body=body,
+        stream=conv.stream,
+        perf_start=started,
     )
-    tap = runtime.tap(request, exchange, perf_start=started, dump=not runtime.strict)
-    call = InFlight(
-        request, runtime, api, conv, body, raw, session, lane, parent, exchange, tap, started
-    )
+    call = InFlight(request, runtime, api, conv, body, raw, session, lane, parent, tap, started)
     call.headers.append((b"x-replay-session", session.encode()))
 
     if lane is not Lane.MAIN:
@@ -136,7 +128,7 @@ async def _main(call: InFlight) -> Response:
         error = _diverged(call.session, script, decision)
         call.done("diverged", f"{decision.divergence.turn}/{decision.total}", error.status)
         if call.tap is not None:
-            call.exchange.source = "error"
+            call.tap.exchange.source = "error"
             await call.tap.failed(error.status, error.body())
         raise error
     if isinstance(decision, Scripted | Stop):
@@ -165,7 +157,8 @@ def _prepare_live(call: InFlight, decision: Forward, script: Trajectory | None) 
     if cleaned is not None or decision.splice:
         body[api.history] = cleaned if cleaned is not None else spliced
         call.raw = orjson.dumps(body)
-        call.exchange.forwarded = body
+        if call.tap is not None:
+            call.tap.exchange.forwarded = body
     if decision.splice:
         count = sum(len(i.users) for i in decision.splice)
         call.headers.append((b"x-replay-spliced", str(count).encode()))
@@ -179,11 +172,12 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
             parent=call.parent,
             lane=call.lane,
             turn=len(call.conv.replies) + 1,
-            started=call.exchange.started,
+            started=tap.exchange.started,
             prefix=prefix,
             messages=call.body.get(call.api.history),
         )
-    call.exchange.source = "upstream"
+    if tap is not None:
+        tap.exchange.source = "upstream"
     try:
         response = await call.runtime.forward(
             call.request, call.raw, call.headers, tap, api=call.api.name, started=call.started
@@ -192,7 +186,7 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
         # the status says it was not answered
         await call.runtime.sessions.record_error(call.session, call.lane, error.message)
         if tap is not None:
-            call.exchange.source = "error"
+            tap.exchange.source = "error"
             await tap.failed(error.status, error.body())
         raise
     call.done("upstream", reason, response.status_code)

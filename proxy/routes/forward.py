@@ -1,7 +1,7 @@
 """Everything under /v1 that is not answered from a script goes upstream as it is.
 
 In strict mode nothing goes upstream: such requests are answered from the recordings' exchanges
-of the lane "other" (first unused equal request), or get an error.
+of the lane "other" (first unused equal request), or get an error. Served by proxy.front.
 """
 
 from __future__ import annotations
@@ -9,55 +9,51 @@ from __future__ import annotations
 import time
 
 import orjson
-from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from proxy.errors import BadRequest, ProxyError
+from proxy.incoming import Incoming
 from proxy.logs import request_line
 from proxy.names import is_valid_name
-from proxy.routes.body import read_body
 from proxy.routes.strict import answer_recorded
-from proxy.runtime import Runtime, new_exchange
+from proxy.runtime import Runtime
 
-router = APIRouter()
-
-METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
 LANE = "other"
 NO_SESSION = "unsessioned"
 
 
-@router.api_route("/v1/{path:path}", methods=METHODS, include_in_schema=False)
-async def forward(request: Request, path: str) -> Response:
-    runtime: Runtime = request.app.state.runtime
+async def forward(request: Incoming, runtime: Runtime) -> Response:
     started = time.perf_counter()
-    raw = await read_body(request, runtime.settings.max_body_bytes)
     session = _session(request, runtime)
-    body = _parsed(raw)
-    exchange = new_exchange(
-        request, session=session, lane=LANE, api="other", body=body, stream=False
+    body = _parsed(request.body)
+    tap = runtime.tap(
+        request, session=session, lane=LANE, api=LANE, body=body, stream=False, perf_start=started
     )
-    tap = runtime.tap(request, exchange, perf_start=started, dump=False)
     if runtime.strict:
         response = await answer_recorded(request, runtime, session, LANE, body, [], tap)
         source = "recorded"
     else:
-        exchange.source = source = "upstream"
+        source = "upstream"
+        if tap is not None:
+            tap.exchange.source = source
         try:
-            response = await runtime.forward(request, raw, [], tap, api=LANE, started=started)
+            response = await runtime.forward(
+                request, request.body, [], tap, api=LANE, started=started
+            )
         except ProxyError as error:
             if tap is not None:
-                exchange.source = "error"
+                tap.exchange.source = "error"
                 await tap.failed(error.status, error.body())
             raise
     ms = (time.perf_counter() - started) * 1000
     request_line(
-        LANE, session, LANE, source, f"{request.method} /v1/{path}", response.status_code, ms
+        LANE, session, LANE, source, f"{request.method} {request.path}", response.status_code, ms
     )
     runtime.metrics.answered(LANE, LANE, source, response.status_code)
     return response
 
 
-def _session(request: Request, runtime: Runtime) -> str:
+def _session(request: Incoming, runtime: Runtime) -> str:
     for name in runtime.settings.session_header:
         value = request.headers.get(name)
         if value:

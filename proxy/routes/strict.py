@@ -6,10 +6,10 @@ import functools
 import logging
 from typing import Any
 
-from fastapi import Request
 from starlette.responses import Response
 
 from proxy.errors import PROXY_HEADERS, ReplayDiverged
+from proxy.incoming import Incoming
 from proxy.runtime import Runtime
 from proxy.streaming import Rendered
 from proxy.strict import Miss
@@ -20,7 +20,7 @@ log = logging.getLogger("proxy.requests")
 
 
 async def answer_recorded(
-    request: Request,
+    request: Incoming,
     runtime: Runtime,
     session: str,
     lane: str,
@@ -32,7 +32,7 @@ async def answer_recorded(
     names the closest recorded request. Nothing is answered from a request that differs."""
     strict = runtime.rules.strict
     assert strict is not None
-    where = {"lane": lane, "method": request.method, "path": request.url.path, "body": body}
+    where = {"lane": lane, "method": request.method, "path": request.path, "body": body}
     sources = await _recordings(runtime, session)
     for script in sources:
         matches = strict.matching(script.side, **where)

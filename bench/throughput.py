@@ -1,0 +1,181 @@
+"""Side by side, against one fast fake upstream, with wrk as the client:
+
+    direct      wrk -> upstream
+    nginx       wrk -> nginx (1 worker, proxy_buffering off) -> upstream        reference for forwarding
+    forwarded   wrk -> replay-proxy (a session with no script: the live path) -> upstream
+    scripted    wrk -> replay-proxy answering a scripted turn
+    bare        wrk -> a bare FastAPI endpoint returning the same bytes          reference for scripted
+
+each at concurrency 1, 8 and 64, streaming (64 chunks) and not. Also the time to the first chunk
+of a forwarded stream at concurrency 1, direct and through the proxy (an asyncio client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import httpx
+
+from bench import procs, wrk
+
+TASK = "Benchmark the replay proxy."
+TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+CONCURRENCY = (1, 8, 64)
+
+
+def request(stream: bool) -> bytes:
+    body: dict[str, Any] = {
+        "model": "bench",
+        "messages": [{"role": "user", "content": TASK}],
+        "tools": TOOLS,
+    }
+    if stream:
+        body["stream"] = True
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def trajectory(path: Path) -> None:
+    """One scripted turn with some text and a tool call: what the scripted scenario serves."""
+    call = {
+        "id": "call_bench_1",
+        "type": "function",
+        "function": {"name": "bash", "arguments": '{"command": "ls -la"}'},
+    }
+    messages = [
+        {"role": "user", "content": TASK},
+        {"role": "assistant", "content": "Let me look at the files first.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_bench_1", "content": "a b c"},
+    ]
+    path.write_text(json.dumps(messages))
+
+
+def measure(url: str, pid: int, stream: bool, concurrency: int, seconds: float) -> dict[str, Any]:
+    before = procs.cpu_seconds(pid)
+    result = wrk.run(
+        url + "/chat/completions",
+        request(stream),
+        connections=concurrency,
+        seconds=seconds,
+        headers={"x-session-affinity": "bench"},
+    )
+    cpu = procs.cpu_seconds(pid) - before
+    result["cpu_ms_per_request"] = round(cpu * 1000 / max(result["requests"], 1), 4)
+    return result
+
+
+async def _ttfb(url: str, n: int) -> list[float]:
+    """Seconds from sending a streaming request to its first body byte, one at a time."""
+    host, port = url.removeprefix("http://").split("/", 1)[0].split(":")
+    body = request(True)
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode()
+    reader, writer = await asyncio.open_connection(host, int(port))
+    found = []
+    for _ in range(n):
+        sent = time.perf_counter()
+        writer.write(head + body)
+        data = await reader.readuntil(b"\r\n\r\n")  # headers
+        first = await reader.read(1)
+        found.append(time.perf_counter() - sent)
+        assert data.startswith(b"HTTP/1.1 200") and first
+        rest = b""
+        while not rest.endswith(b"0\r\n\r\n"):  # read the rest of the chunked body
+            rest += await reader.read(65536)
+    writer.close()
+    return found
+
+
+def ttfb(url: str, n: int = 400) -> float:
+    values = asyncio.run(_ttfb(url, n))
+    return round(median(values[n // 10 :]) * 1000, 4)  # ms; the first tenth warms up
+
+
+def suite(*, seconds: float = 4.0, repeat: int = 1) -> dict[str, Any]:
+    """Runs every scenario `repeat` times; each figure is the median of the runs."""
+    runs: list[dict[str, Any]] = [_once(seconds) for _ in range(repeat)]
+    merged: dict[str, Any] = {}
+    for key in runs[0]:
+        if isinstance(runs[0][key], dict):
+            merged[key] = {
+                k: median(r[key][k] for r in runs)
+                if isinstance(runs[0][key][k], float | int)
+                else runs[0][key][k]
+                for k in runs[0][key]
+            }
+        else:
+            merged[key] = median(r[key] for r in runs)
+    return merged
+
+
+def _once(seconds: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        traj = folder / "bench.json"
+        trajectory(traj)
+        with procs.upstream(chunks=64) as (up, up_pid):
+            with procs.proxy("--trajectory", str(traj)) as (scripted, scripted_pid):
+                answer_json = _fetch(scripted, False)
+                answer_sse = _fetch(scripted, True)
+                for stream in (False, True):
+                    for c in CONCURRENCY:
+                        out[f"scripted/{_kind(stream)}/c{c}"] = measure(
+                            scripted, scripted_pid, stream, c, seconds
+                        )
+            (folder / "a.json").write_bytes(answer_json)
+            (folder / "a.sse").write_bytes(answer_sse)
+            with procs.process(
+                sys.executable,
+                "-m",
+                "bench.reference",
+                "--json",
+                str(folder / "a.json"),
+                "--events",
+                str(folder / "a.sse"),
+            ) as (bare, bare_pid):
+                for stream in (False, True):
+                    for c in CONCURRENCY:
+                        out[f"bare/{_kind(stream)}/c{c}"] = measure(
+                            bare, bare_pid, stream, c, seconds
+                        )
+            for stream in (False, True):
+                for c in CONCURRENCY:
+                    out[f"direct/{_kind(stream)}/c{c}"] = measure(up, up_pid, stream, c, seconds)
+            with procs.nginx(up) as (ngx, ngx_pid):
+                for stream in (False, True):
+                    for c in CONCURRENCY:
+                        out[f"nginx/{_kind(stream)}/c{c}"] = measure(
+                            ngx, ngx_pid, stream, c, seconds
+                        )
+            with procs.proxy("--upstream", up) as (fwd, fwd_pid):
+                for stream in (False, True):
+                    for c in CONCURRENCY:
+                        out[f"forwarded/{_kind(stream)}/c{c}"] = measure(
+                            fwd, fwd_pid, stream, c, seconds
+                        )
+                out["ttfb_ms/forwarded"] = ttfb(fwd)
+            out["ttfb_ms/direct"] = ttfb(up)
+    return out
+
+
+def _kind(stream: bool) -> str:
+    return "stream" if stream else "json"
+
+
+def _fetch(url: str, stream: bool) -> bytes:
+    r = httpx.post(
+        url + "/chat/completions",
+        content=request(stream),
+        headers={"content-type": "application/json", "x-session-affinity": "bench"},
+    )
+    r.raise_for_status()
+    return r.content
