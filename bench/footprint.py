@@ -26,11 +26,28 @@ TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type"
 
 
 def _trajectory(i: int, turns: int = 20) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "user", "content": f"task number {i}: fix the bug in module {i}"}]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": f"task number {i}: fix the bug in module {i}"}
+    ]
     for k in range(turns):
-        call = {"id": f"call_{i}_{k}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": f"grep -rn thing{k} src/ | head -50"})}}
-        messages.append({"role": "assistant", "content": f"Looking at step {k} of the problem.", "tool_calls": [call]})
-        messages.append({"role": "tool", "tool_call_id": call["id"], "content": "src/a.py:1: thing\n" * 20})
+        call = {
+            "id": f"call_{i}_{k}",
+            "type": "function",
+            "function": {
+                "name": "bash",
+                "arguments": json.dumps({"command": f"grep -rn thing{k} src/ | head -50"}),
+            },
+        }
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"Looking at step {k} of the problem.",
+                "tool_calls": [call],
+            }
+        )
+        messages.append(
+            {"role": "tool", "tool_call_id": call["id"], "content": "src/a.py:1: thing\n" * 20}
+        )
     return messages
 
 
@@ -41,7 +58,11 @@ async def _sessions(url: str, count: int, trajectories: int) -> None:
         async def one(n: int) -> None:
             task = f"task number {n % trajectories}: fix the bug in module {n % trajectories}"
             body = {"model": "m", "messages": [{"role": "user", "content": task}], "tools": TOOLS}
-            async with client.post(url + "/chat/completions", json=body, headers={"x-session-affinity": f"session-{n:06d}"}) as r:
+            async with client.post(
+                url + "/chat/completions",
+                json=body,
+                headers={"x-session-affinity": f"session-{n:06d}"},
+            ) as r:
                 assert r.status == 200, await r.text()
                 await r.read()
 
