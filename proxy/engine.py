@@ -187,7 +187,8 @@ def match_history(
         reply = replies[r]
         calls = list(reply.calls)
         while (
-            len(calls) < len(turn.tool_calls)
+            calls  # a turn split between its calls, never a separate message before them
+            and len(calls) < len(turn.tool_calls)
             and r + 1 < len(replies)
             and replies[r + 1].calls
             and not replies[r + 1].text.strip()

@@ -1,0 +1,91 @@
+"""Many slow streams at once: the upstream sends one event every 20 ms on each of N streams, and a
+cheap asyncio client records when each event arrives. The gap between two events is 20 ms plus
+whatever the path adds; the figure is how much the proxy adds to the p99 gap over going direct,
+and how many streams one worker holds within 10 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from statistics import quantiles
+from typing import Any
+
+import uvloop
+
+from bench import procs
+
+BODY = b'{"model":"bench","stream":true,"messages":[{"role":"user","content":"slow"}]}'
+
+
+class Stream(asyncio.Protocol):
+    def __init__(self, request: bytes, gaps: list[float], done: asyncio.Future[None]) -> None:
+        self.request, self.gaps, self.done = request, gaps, done
+        self.last: float | None = None
+        self.headers_seen = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.write(self.request)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        if not self.headers_seen:  # the head, perhaps with a first event
+            self.headers_seen = True
+            self.last = now
+            return
+        if self.last is not None:
+            self.gaps.append(now - self.last)
+        self.last = now
+        if data.endswith(b"0\r\n\r\n"):
+            if not self.done.done():
+                self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _run(url: str, streams: int) -> dict[str, Any]:
+    host, port = url.removeprefix("http://").split("/", 1)[0].split(":")
+    request = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(BODY)}\r\n\r\n"
+    ).encode() + BODY
+    loop = asyncio.get_running_loop()
+    gaps: list[float] = []
+    waits: list[asyncio.Future[None]] = []
+    transports = []
+    for i in range(streams):
+        done: asyncio.Future[None] = loop.create_future()
+        waits.append(done)
+        transport, _ = await loop.create_connection(lambda d=done: Stream(request, gaps, d), host, int(port))
+        transports.append(transport)
+        if i % 100 == 99:
+            await asyncio.sleep(0.02)  # open them over a few ticks, not all in one
+    await asyncio.gather(*waits)
+    for t in transports:
+        t.close()
+    cut = quantiles(gaps, n=100, method="inclusive")
+    return {"streams": streams, "events": len(gaps), "gap_p50_ms": round(cut[49] * 1000, 2), "gap_p99_ms": round(cut[98] * 1000, 2), "gap_max_ms": round(max(gaps) * 1000, 2)}
+
+
+def measure(url: str, streams: int) -> dict[str, Any]:
+    return uvloop.run(_run(url, streams))
+
+
+def suite(counts: tuple[int, ...] = (250, 500, 1000, 2000), budget_ms: float = 10.0) -> dict[str, Any]:
+    out: dict[str, Any] = {"budget_ms": budget_ms, "runs": []}
+    held = 0
+    with procs.upstream(chunks=50, delay=0.02) as (up, _):
+        with procs.proxy("--upstream", up) as (proxy_url, proxy_pid):
+            for n in counts:
+                direct = measure(up, n)
+                before = procs.cpu_seconds(proxy_pid)
+                through = measure(proxy_url, n)
+                cpu = procs.cpu_seconds(proxy_pid) - before
+                added = round(through["gap_p99_ms"] - direct["gap_p99_ms"], 2)
+                out["runs"].append({"streams": n, "direct": direct, "proxy": through, "added_p99_ms": added, "proxy_cpu_s": round(cpu, 2)})
+                if added <= budget_ms:
+                    held = n
+    out["streams_within_budget"] = held
+    return out
