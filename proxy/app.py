@@ -7,6 +7,7 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -99,7 +100,45 @@ def create_app(
     api.include_router(ui.router)
     api.include_router(admin.router)
     _install_error_handlers(api)
+    _document_hot_paths(api)
     return Front(api, runtime)
+
+
+HOT_PATHS = {
+    "/v1/chat/completions": "OpenAI chat completions: a scripted turn, or forwarded upstream",
+    "/v1/responses": "OpenAI Responses API: a scripted turn, or forwarded upstream",
+    "/v1/messages": "Anthropic Messages API: a scripted turn, or forwarded upstream",
+}
+
+
+def _document_hot_paths(api: FastAPI) -> None:
+    """proxy.front serves the completion endpoints outside FastAPI; list them in the schema too."""
+    plain = api.openapi
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema is None:
+            schema = plain()
+            body = {
+                "required": True,
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            }
+            answers = {
+                "200": {
+                    "description": "the answer: JSON, or an SSE stream when the body asks for one"
+                },
+                "400": {"description": "a malformed request, OpenAI-shaped"},
+                "404": {
+                    "description": "a replay error (divergence, unknown trajectory), OpenAI-shaped"
+                },
+            }
+            for path, summary in HOT_PATHS.items():
+                schema["paths"][path] = {
+                    "post": {"summary": summary, "requestBody": body, "responses": answers}
+                }
+            api.openapi_schema = schema
+        return api.openapi_schema
+
+    api.openapi = openapi  # type: ignore[method-assign]
 
 
 def _install_error_handlers(app: FastAPI) -> None:

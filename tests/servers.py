@@ -4,6 +4,7 @@ the same users get), and fake upstreams that answer like an LLM would.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -69,7 +70,8 @@ class FakeUpstream:
         )
         self.requests.append(seen)
         answer = self.answers.popleft() if self.answers else self.fallback or text("live answer")
-        return answer(seen)
+        result = answer(seen)
+        return await result if inspect.isawaitable(result) else result
 
     def posts(self, path: str = "/v1/chat/completions") -> list[Seen]:
         return [r for r in self.requests if r.method == "POST" and r.path == path]
@@ -285,3 +287,53 @@ def anthropic_text(content: str) -> Answer:
         return Response(data, media_type="text/event-stream")
 
     return answer
+
+
+def hang(released: threading.Event) -> Answer:
+    """Accept the request and send nothing, not even headers, until `released`."""
+
+    async def answer(seen: Seen) -> Response:
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(released.wait, abandon_on_cancel=True)
+        return Response(b"{}", media_type="application/json")
+
+    return answer  # type: ignore[return-value]
+
+
+def stall_after_first_event(released: threading.Event) -> Answer:
+    """One event, then nothing until `released`."""
+
+    def answer(seen: Seen) -> Response:
+        import anyio.to_thread
+
+        async def events() -> Any:
+            yield b'data: {"choices":[{"index":0,"delta":{"content":"first"}}]}\n\n'
+            await anyio.to_thread.run_sync(released.wait, abandon_on_cancel=True)
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return answer
+
+
+def drop_after_first_event() -> Answer:
+    """One event, then the connection is cut (no end of the chunked body)."""
+
+    def answer(seen: Seen) -> Response:
+        async def events() -> Any:
+            yield b'data: {"choices":[{"index":0,"delta":{"content":"first"}}]}\n\n'
+            raise ConnectionAbortedError("the fake upstream drops the connection")
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return answer
+
+
+def raw(
+    body: bytes, content_type: str, status_code: int = 200, headers: dict[str, str] | None = None
+) -> Answer:
+    """Exactly these bytes."""
+    return lambda seen: Response(
+        body, status_code=status_code, media_type=content_type, headers=headers
+    )
