@@ -1,4 +1,5 @@
-"""Forwarding to the real LLM: one pooled client, streaming pass-through, header filtering.
+"""Forwarding to the real LLM: one pooled client (proxy.client), streaming pass-through, header
+filtering.
 
 The response streams back as it arrives (no buffering), with status and headers kept and
 hop-by-hop headers dropped. A client that disconnects closes its upstream request at once.
@@ -7,19 +8,18 @@ Failures before the response starts become OpenAI-shaped errors naming the upstr
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import anyio
-import httpx
 import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from proxy.client import Answer, ClientError, Pool, TimedOut
 from proxy.errors import NoUpstream, UpstreamTimeout, UpstreamUnreachable
 
 log = logging.getLogger("proxy.upstream")
@@ -58,30 +58,38 @@ class Upstream:
         api_key: str | None = None,
         connect_timeout: float = 10.0,
         read_timeout: float = 600.0,
-        transport: httpx.AsyncBaseTransport | None = None,
+        total_timeout: float | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/") if base_url else None
         self.name = display_url(self.base_url) if self.base_url else "(none)"
         self._api_key = api_key
-        timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=60.0, pool=30.0)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
-        self._client = httpx.AsyncClient(
-            timeout=timeout, limits=limits, transport=transport, follow_redirects=False
+        self._secret = api_key.encode() if api_key else None
+        self._prefix = urlsplit(self.base_url).path if self.base_url else ""
+        self._pool = (
+            Pool(
+                self.base_url,
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
+                total_timeout=total_timeout,
+            )
+            if self.base_url
+            else None
         )
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._pool is not None:
+            await self._pool.aclose()
 
-    def url_for(self, path: str, query: str) -> str:
-        """/v1/chat/completions -> {base}/chat/completions: the base URL already ends in /v1."""
-        if self.base_url is None:
+    def target(self, path: str, query: str) -> str:
+        """/v1/chat/completions -> {base path}/chat/completions: the base URL already ends in /v1."""
+        if self._pool is None:
             raise NoUpstream(
                 "this proxy has no upstream configured (--upstream), so a request that is not "
                 "answered from a script cannot be served"
             )
         rest = path[3:] if path == "/v1" or path.startswith("/v1/") else path
-        url = self.base_url + rest
-        return f"{url}?{query}" if query else url
+        target = self._prefix + rest
+        return f"{target}?{query}" if query else target
 
     def request_headers(
         self, headers: list[tuple[bytes, bytes]], *, identity: bool = False
@@ -123,29 +131,23 @@ class Upstream:
         on_complete: OnComplete | None = None,
         keep_body: bool = False,
     ) -> PassThrough:
-        url = self.url_for(path, query)
-        request = self._client.build_request(
-            method,
-            url,
-            headers=self.request_headers(headers, identity=keep_body),
-            content=body,
-        )
+        target = self.target(path, query)
+        assert self._pool is not None
         try:
-            response = await self._client.send(request, stream=True)
-        except httpx.TimeoutException as exc:
+            answer = await self._pool.request(
+                method, target, self.request_headers(headers, identity=keep_body), body
+            )
+        except TimedOut as exc:
             raise UpstreamTimeout(
-                f"the upstream {self.name} did not answer in time ({type(exc).__name__})"
+                f"the upstream {self.name} did not answer in time: {exc}"
             ) from None
-        except httpx.HTTPError as exc:
+        except ClientError as exc:
             raise UpstreamUnreachable(
-                f"the upstream {self.name} cannot be reached: {_reason(exc)}"
+                f"the upstream {self.name} cannot be reached: {exc}"
             ) from None
-        return PassThrough(response, on_complete=on_complete, keep_body=keep_body)
-
-
-def _reason(exc: httpx.HTTPError) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.split("\n")[0]
+        return PassThrough(
+            answer, on_complete=on_complete, keep_body=keep_body, secret=self._secret
+        )
 
 
 @dataclass(slots=True)
@@ -169,85 +171,111 @@ _TERMINAL = (b"data: [DONE]", b"event: response.completed", b"event: message_sto
 
 
 class PassThrough(Response):
-    """An ASGI response that streams an upstream response through and always closes it.
+    """An ASGI response that streams an upstream answer through and always closes it.
 
-    `on_complete` gets the timings (and, with `keep_body`, the bytes) once the upstream is done.
-    With `keep_body` it also runs before the end of the answer is released: for a stream, the
-    final event is held back; a JSON body is held whole (a dump must be on disk first)."""
+    A client that disconnects closes the upstream connection at once (a watcher on `receive`).
+    `on_complete` gets the timings (and, with `keep_body`, the bytes) once the upstream is done;
+    with `keep_body` it also runs before the end of the answer is released: for a stream, the
+    final event is held back; a JSON body is held whole (a dump must be on disk first). The
+    upstream key, should the upstream ever echo it, is masked before the client sees it."""
 
     def __init__(
         self,
-        response: httpx.Response,
+        answer: Answer,
         *,
         on_complete: OnComplete | None = None,
         keep_body: bool = False,
+        secret: bytes | None = None,
     ) -> None:
-        self.response = response
-        self.status_code = response.status_code
+        self.answer = answer
+        self.status_code = answer.status
         self.background = None
         self.raw_headers = [
-            (name, value)
-            for name, value in response.headers.raw
-            if name.decode("latin-1").lower() not in HOP_BY_HOP
+            (n, v) for n, v in answer.headers if n.decode("latin-1").lower() not in HOP_BY_HOP
         ]
         self.raw_headers.append((b"x-replay-source", b"upstream"))
-        self.content_type = response.headers.get("content-type", "")
+        content_type = next((v for n, v in answer.headers if n.lower() == b"content-type"), b"")
+        self.content_type = content_type.decode("latin-1")
         self.is_sse = self.content_type.startswith("text/event-stream")
         self.on_complete = on_complete
-        self.keep_body = keep_body
+        self.keep_body = keep_body or (secret is not None and self.status_code >= 400)
+        self.secret = secret
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        answer = self.answer
         captured = Captured(self.status_code, self.content_type)
         reported = False
+        gone = False
+
+        async def watch() -> None:
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            await answer.aclose()  # the upstream connection closes now, mid-answer if need be
+
+        watcher = asyncio.ensure_future(watch())
         try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(self._close_on_disconnect, receive, group.cancel_scope)
-                start = {
+            await send(
+                {
                     "type": "http.response.start",
                     "status": self.status_code,
                     "headers": self.raw_headers,
                 }
-                await send(start)
-                held = b""
-                try:
-                    async for chunk in self.response.aiter_raw():
-                        if captured.first_byte is None:
-                            captured.first_byte = time.perf_counter()
-                        if self.keep_body:
-                            captured.body += chunk
-                            chunk, held = self._hold(chunk, held)
-                        if chunk:
-                            await send(
-                                {"type": "http.response.body", "body": chunk, "more_body": True}
-                            )
-                except httpx.HTTPError as exc:
-                    reason = f"the upstream stream broke off: {_reason(exc)}"
-                    log.warning(reason)
-                    captured.error = reason
-                    if not self.is_sse:
-                        raise  # the client sees a cut response, never a short one that looks whole
-                    error = {
-                        "error": {
-                            "message": reason,
-                            "type": "upstream_error",
-                            "code": "upstream_stream_broken",
-                        }
+            )
+            held = b""
+            try:
+                async for chunk in answer.chunks():
+                    if captured.first_byte is None:
+                        captured.first_byte = time.perf_counter()
+                    if self.keep_body:
+                        captured.body += chunk
+                        chunk, held = self._hold(chunk, held)
+                    if chunk:
+                        await send(
+                            {
+                                "type": "http.response.body",
+                                "body": self._masked(chunk),
+                                "more_body": True,
+                            }
+                        )
+            except ClientError as exc:
+                if gone:
+                    return
+                reason = f"the upstream stream broke off: {exc}"
+                log.warning(reason)
+                captured.error = reason
+                if not self.is_sse:
+                    raise  # the client sees a cut response, never a short one that looks whole
+                error = {
+                    "error": {
+                        "message": reason,
+                        "type": "upstream_error",
+                        "code": "upstream_stream_broken",
                     }
-                    held += b"data: " + orjson.dumps(error) + b"\n\n"
-                captured.finished = time.perf_counter()
-                if self.on_complete is not None:
-                    captured.complete = captured.error is None
-                    reported = True
-                    await self.on_complete(captured)
-                await send({"type": "http.response.body", "body": held, "more_body": False})
-                group.cancel_scope.cancel()
+                }
+                held += b"data: " + orjson.dumps(error) + b"\n\n"
+            captured.finished = time.perf_counter()
+            if self.on_complete is not None:
+                captured.complete = captured.error is None
+                reported = True
+                await self.on_complete(captured)
+            await send(
+                {"type": "http.response.body", "body": self._masked(held), "more_body": False}
+            )
         finally:
-            await self.response.aclose()
+            watcher.cancel()
+            await answer.aclose()
             if self.on_complete is not None and not reported:
                 captured.error = captured.error or "the client disconnected before the end"
                 captured.finished = captured.finished or time.perf_counter()
-                with anyio.CancelScope(shield=True):
-                    await self.on_complete(captured)
+                await asyncio.shield(self.on_complete(captured))
+
+    def _masked(self, data: bytes) -> bytes:
+        secret = self.secret
+        if secret is not None and secret in data:
+            return data.replace(secret, b"*" * len(secret))  # the same length: content-length holds
+        return data
 
     def _hold(self, chunk: bytes, held: bytes) -> tuple[bytes, bytes]:
         """Split a chunk into what goes out now and what waits for on_complete."""
@@ -258,11 +286,3 @@ class PassThrough(Response):
             if at >= 0:
                 return chunk[:at], chunk[at:]
         return chunk, b""
-
-    @staticmethod
-    async def _close_on_disconnect(receive: Receive, scope: Any) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                scope.cancel()
-                return
