@@ -52,6 +52,7 @@ def create_app(
             api_key=key.get_secret_value() if key else None,
             connect_timeout=settings.connect_timeout,
             read_timeout=settings.read_timeout,
+            total_timeout=settings.total_timeout,
         )
     masks = compile_masks(settings.mask)
     secrets = tuple(

@@ -73,6 +73,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.pool.open += 1
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -89,6 +90,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.pool.open -= 1
         if self.head and not self.complete and self.error is None and self._until_close():
             self.complete = True  # a body without a length or chunks ends when the connection does
         if not self.complete and self.error is None:
@@ -233,6 +235,7 @@ class Pool:
         self.total_timeout = total_timeout
         self.max_idle = max_idle
         self.idle: collections.deque[Connection] = collections.deque()
+        self.open = 0  # connections open now, idle or in use
 
     async def connect(self) -> Connection:
         loop = asyncio.get_running_loop()

@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     connect_timeout: float = Field(default=10.0, gt=0)
     read_timeout: float = Field(default=600.0, gt=0)  # between two bytes of a long, thinking stream
+    total_timeout: float | None = Field(default=None, gt=0)  # a whole answer; none by default
     # longer than clients keep idle connections (httpx: 5 s, aiohttp: 15 s), so that the server
     # never closes one just as a client sends on it; agents sit idle while their tools run
     keep_alive_timeout: float = Field(default=120.0, gt=0)

@@ -80,6 +80,12 @@ class Upstream:
         if self._pool is not None:
             await self._pool.aclose()
 
+    def connections(self) -> dict[str, int]:
+        """Connections to the upstream: open in all, and idle in the pool among them."""
+        if self._pool is None:
+            return {"open": 0, "idle": 0}
+        return {"open": self._pool.open, "idle": len(self._pool.idle)}
+
     def target(self, path: str, query: str) -> str:
         """/v1/chat/completions -> {base path}/chat/completions: the base URL already ends in /v1."""
         if self._pool is None:

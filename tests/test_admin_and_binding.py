@@ -165,11 +165,15 @@ def test_admin_token_is_required_when_set(proxy: ProxyFactory) -> None:
 def test_health_and_probe(proxy: ProxyFactory, write_trajectory: Callable[..., Path]) -> None:
     with proxy(trajectory=[write_trajectory(recording("t", "x"))]) as url:
         root = url.removesuffix("/v1")
-        assert httpx.get(root + "/healthz").json() == {
+        health = httpx.get(root + "/healthz").json()
+        assert health | {"tasks": 0} == {
             "status": "ok",
             "trajectories": 1,
             "upstream": None,
+            "upstream_connections": {"open": 0, "idle": 0},
+            "tasks": 0,
         }
+        assert health["tasks"] >= 1
         assert httpx.head(root + "/").status_code == 200
         unknown = httpx.get(root + "/nowhere")
     assert (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -17,6 +19,9 @@ async def healthz(request: Request) -> dict[str, object]:
         "status": "ok",
         "trajectories": len(runtime.library),
         "upstream": runtime.upstream.name if runtime.upstream.base_url else None,
+        # what an operator (and the soak test) watches for leaks
+        "upstream_connections": runtime.upstream.connections(),
+        "tasks": len(asyncio.all_tasks()),
     }
 
 
