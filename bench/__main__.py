@@ -1,49 +1,187 @@
-"""python -m bench [stores] [--redis URL] [--out FILE]: run suites, print tables, write JSON."""
+"""python -m bench [suites...] [--repeat N] [--seconds S] [--redis URL] [--out FILE]
+
+Runs the suites (default: all), prints each figure as a ratio to its reference with the target
+next to it, and writes everything as JSON (bench/results/<time>.json) for later comparison.
+Needs wrk and nginx (Debian packages) on the machine. The machine is noisy: figures are medians of
+`--repeat` runs, and CPU milliseconds per request of the proxy's own process are given beside
+requests/s, as they vary less.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import platform
 import time
 from pathlib import Path
+from statistics import median
 from typing import Any
 
-from bench import stores
+from bench import footprint, slow, stores, throughput
+
+SUITES = ("throughput", "footprint", "slow", "stores")
 
 
-def table(title: str, rows: dict[str, dict[str, Any]], columns: list[str]) -> str:
-    lines = [title, "  " + " | ".join(["case", *columns])]
-    for name, row in rows.items():
-        lines.append("  " + " | ".join([name, *(str(row.get(c)) for c in columns)]))
-    return "\n".join(lines)
+def _rps(results: dict[str, Any], key: str) -> float:
+    return float(results[key]["rps"])
+
+
+def targets(
+    t: dict[str, Any], f: dict[str, Any] | None, s: dict[str, Any] | None
+) -> list[tuple[str, str, str, bool]]:
+    """(what, measured, target, met) for every target of the performance issue."""
+    rows: list[tuple[str, str, str, bool]] = []
+    if t:
+        for c in (8, 64):
+            ratio = _rps(t, f"forwarded/stream/c{c}") / _rps(t, f"nginx/stream/c{c}")
+            rows.append(
+                (
+                    f"forwarded streams (64 chunks), c={c}, vs nginx",
+                    f"{ratio:.2f}x",
+                    ">= 0.6x",
+                    ratio >= 0.6,
+                )
+            )
+        added = t["ttfb_ms/forwarded"] - t["ttfb_ms/direct"]
+        rows.append(
+            (
+                "forwarded stream, time to first chunk at c=1, over direct",
+                f"+{added:.2f} ms",
+                "<= 1 ms",
+                added <= 1.0,
+            )
+        )
+        ratio = _rps(t, "forwarded/json/c8") / _rps(t, "nginx/json/c8")
+        rows.append(
+            ("forwarded non-streaming, c=8, vs nginx", f"{ratio:.2f}x", ">= 0.2x", ratio >= 0.2)
+        )
+        for kind in ("json", "stream"):
+            worst = min(
+                _rps(t, f"scripted/{kind}/c{c}") / _rps(t, f"bare/{kind}/c{c}")
+                for c in throughput.CONCURRENCY
+            )
+            rows.append(
+                (
+                    f"scripted {kind}, vs a bare FastAPI endpoint (worst of c=1,8,64)",
+                    f"{worst:.2f}x",
+                    ">= 0.8x",
+                    worst >= 0.8,
+                )
+            )
+        for kind, litellm in (("json", 82), ("stream", 20)):
+            ratio = _rps(t, f"scripted/{kind}/c1") / litellm
+            rows.append(
+                (
+                    f"scripted {kind}, c=1, vs LiteLLM mock_response ({litellm}/s)",
+                    f"{ratio:.0f}x",
+                    ">= 50x",
+                    ratio >= 50,
+                )
+            )
+    if f:
+        rows.append(
+            (
+                "10 MB trajectory load, vs json.loads",
+                f"{f['load']['ratio']:.2f}x",
+                "<= 3x",
+                f["load"]["ratio"] <= 3,
+            )
+        )
+        per = f["memory"]["bytes_per_session"]
+        rows.append(
+            (
+                "memory per session (10,000 sessions, 100 trajectories)",
+                f"{per} B",
+                "<= 2048 B",
+                per <= 2048,
+            )
+        )
+        rows.append(
+            (
+                "a trajectory bound to many sessions is held once",
+                str(f["shared"]),
+                "True",
+                bool(f["shared"]),
+            )
+        )
+    if s:
+        held = s["streams_within_budget"]
+        rows.append(
+            (
+                "slow streams held by one worker within +10 ms p99 gap",
+                str(held),
+                ">= 2000",
+                held >= 2000,
+            )
+        )
+    return rows
+
+
+def _median_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each numeric figure over repeated runs of the throughput suite."""
+    merged: dict[str, Any] = {}
+    for key, first in runs[0].items():
+        if isinstance(first, dict):
+            merged[key] = {
+                k: median(r[key][k] for r in runs)
+                if isinstance(v, int | float) and v is not None
+                else v
+                for k, v in first.items()
+            }
+        else:
+            merged[key] = median(r[key] for r in runs)
+    return merged
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("suites", nargs="*", default=["stores"], choices=["stores"])
-    parser.add_argument("--redis", metavar="URL", help="a Redis server for the redis:// store")
+    parser.add_argument("suites", nargs="*", default=list(SUITES), choices=SUITES)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure; the median is kept")
+    parser.add_argument("--seconds", type=float, default=4.0, help="length of each wrk run")
+    parser.add_argument("--redis", metavar="URL", help="a Redis server for the stores suite")
     parser.add_argument(
         "--out", type=Path, default=Path("bench/results") / f"{time.strftime('%Y%m%d-%H%M%S')}.json"
     )
     args = parser.parse_args()
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {
+        "machine": {
+            "cpus": len(__import__("os").sched_getaffinity(0)),
+            "python": platform.python_version(),
+        }
+    }
+    if "throughput" in args.suites:
+        runs = [throughput.run_once(args.seconds) for _ in range(args.repeat)]
+        results["throughput"] = _median_runs(runs)
+        results["throughput_runs"] = runs
+        print(throughput.table(results["throughput"]))
+    if "footprint" in args.suites:
+        results["footprint"] = {
+            "load": footprint.load(),
+            "memory": footprint.memory(),
+            "shared": footprint.shared_script(),
+        }
+        print(json.dumps(results["footprint"], indent=2))
+    if "slow" in args.suites:
+        runs = [slow.suite() for _ in range(args.repeat)]
+        held = median(r["streams_within_budget"] for r in runs)
+        results["slow"] = {"streams_within_budget": held, "runs": runs}
+        for r in runs:
+            print(
+                "slow streams:",
+                [(x["streams"], x["added_p99_ms"]) for x in r["runs"]],
+                "held",
+                r["streams_within_budget"],
+            )
     if "stores" in args.suites:
         results["stores"] = stores.suite(args.redis)
-        print(
-            table(
-                "per-request overhead by store (scripted turns, 1 worker, concurrency 8)",
-                results["stores"],
-                [
-                    "rps",
-                    "rps_vs_memory",
-                    "cpu_ms_per_request",
-                    "cpu_vs_memory",
-                    "p50_ms",
-                    "p99_ms",
-                    "errors",
-                ],
-            )
-        )
+        print(stores.table(results["stores"]))
+    rows = targets(results.get("throughput", {}), results.get("footprint"), results.get("slow"))
+    if rows:
+        width = max(len(r[0]) for r in rows)
+        print("\ntargets")
+        for what, got, want, met in rows:
+            print(f"  {'met ' if met else 'MISS'}  {what:<{width}}  {got:>10}  (target {want})")
+    results["targets"] = [{"what": w, "measured": g, "target": t, "met": m} for w, g, t, m in rows]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"\nwritten to {args.out}")

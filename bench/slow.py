@@ -91,24 +91,26 @@ def suite(
     """Each stream is 100 events, 20 ms apart (2 s); gaps are counted once all streams are open."""
     out: dict[str, Any] = {"budget_ms": budget_ms, "runs": []}
     held = 0
-    with procs.upstream(chunks=100, delay=0.02) as (up, _):
-        with procs.proxy("--upstream", up) as (proxy_url, proxy_pid):
-            for n in counts:
-                direct = measure(up, n)
-                before = procs.cpu_seconds(proxy_pid)
-                through = measure(proxy_url, n)
-                cpu = procs.cpu_seconds(proxy_pid) - before
-                added = round(through["gap_p99_ms"] - direct["gap_p99_ms"], 2)
-                out["runs"].append(
-                    {
-                        "streams": n,
-                        "direct": direct,
-                        "proxy": through,
-                        "added_p99_ms": added,
-                        "proxy_cpu_s": round(cpu, 2),
-                    }
-                )
-                if added <= budget_ms:
-                    held = n
+    with (
+        procs.upstream(chunks=100, delay=0.02) as (up, _),
+        procs.proxy("--upstream", up) as (proxy_url, pid),
+    ):
+        for n in counts:
+            direct = measure(up, n)
+            before = procs.cpu_seconds(pid)
+            through = measure(proxy_url, n)
+            cpu = procs.cpu_seconds(pid) - before
+            added = round(through["gap_p99_ms"] - direct["gap_p99_ms"], 2)
+            out["runs"].append(
+                {
+                    "streams": n,
+                    "direct": direct,
+                    "proxy": through,
+                    "added_p99_ms": added,
+                    "proxy_cpu_s": round(cpu, 2),
+                }
+            )
+            if added <= budget_ms:
+                held = n
     out["streams_within_budget"] = held
     return out

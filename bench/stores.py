@@ -88,3 +88,13 @@ def suite(redis_url: str | None, *, requests: int = 3000, concurrency: int = 8) 
             else None
         )
     return results
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = ["per-request overhead by store (scripted turns, 1 worker, concurrency 8)"]
+    for name, r in results.items():
+        lines.append(
+            f"  {name:<8} {r['rps']:>8.0f} req/s ({r['rps_vs_memory']:.2f}x memory)  "
+            f"{r['cpu_ms_per_request']:.3f} CPU ms/request ({r['cpu_vs_memory']:.2f}x)  p50 {r['p50_ms']} ms  p99 {r['p99_ms']} ms"
+        )
+    return "\n".join(lines)

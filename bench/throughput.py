@@ -99,24 +99,7 @@ def ttfb(url: str, n: int = 400) -> float:
     return round(median(values[n // 10 :]) * 1000, 4)  # ms; the first tenth warms up
 
 
-def suite(*, seconds: float = 4.0, repeat: int = 1) -> dict[str, Any]:
-    """Runs every scenario `repeat` times; each figure is the median of the runs."""
-    runs: list[dict[str, Any]] = [_once(seconds) for _ in range(repeat)]
-    merged: dict[str, Any] = {}
-    for key in runs[0]:
-        if isinstance(runs[0][key], dict):
-            merged[key] = {
-                k: median(r[key][k] for r in runs)
-                if isinstance(runs[0][key][k], float | int)
-                else runs[0][key][k]
-                for k in runs[0][key]
-            }
-        else:
-            merged[key] = median(r[key] for r in runs)
-    return merged
-
-
-def _once(seconds: float) -> dict[str, Any]:
+def run_once(seconds: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -179,3 +162,28 @@ def _fetch(url: str, stream: bool) -> bytes:
     )
     r.raise_for_status()
     return r.content
+
+
+REFERENCE = {"direct": None, "nginx": None, "forwarded": "nginx", "scripted": "bare", "bare": None}
+
+
+def table(results: dict[str, Any]) -> str:
+    """requests/s and CPU ms per request of each scenario, with its ratio to its reference."""
+    lines = ["throughput (requests/s; ratio to the reference; CPU ms per request of the server)"]
+    lines.append(f"  {'scenario':<22}" + "".join(f"{f'c={c}':>26}" for c in CONCURRENCY))
+    for target, reference in REFERENCE.items():
+        for kind in ("json", "stream"):
+            cells = []
+            for c in CONCURRENCY:
+                r = results[f"{target}/{kind}/c{c}"]
+                ratio = (
+                    f" {r['rps'] / results[f'{reference}/{kind}/c{c}']['rps']:.2f}x"
+                    if reference
+                    else ""
+                )
+                cells.append(f"{r['rps']:>9.0f}{ratio:>7} {r['cpu_ms_per_request']:>7.3f}ms")
+            lines.append(f"  {target + ' ' + kind:<22}" + "".join(f"{cell:>26}" for cell in cells))
+    lines.append(
+        f"  time to first chunk at c=1: direct {results['ttfb_ms/direct']:.2f} ms, forwarded {results['ttfb_ms/forwarded']:.2f} ms"
+    )
+    return "\n".join(lines)
