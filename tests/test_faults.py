@@ -3,15 +3,18 @@ over real sockets, against a fake upstream that fails on purpose."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 import pytest
+from starlette.responses import StreamingResponse
 
 from tests.agent import TOOLS, client, start_messages
 from tests.conftest import ProxyFactory
@@ -151,6 +154,51 @@ def test_many_idle_keep_alive_connections_do_not_get_in_the_way(
         finally:
             for s in idle:
                 s.close()
+
+
+def test_a_slow_reader_gets_every_byte_and_holds_up_no_one(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], write_trajectory: Callable[..., Path]
+) -> None:
+    from tests.test_e2e_chat import RECORDED
+
+    fake, upstream_url = upstream
+    events, size = 1000, 8192
+    # set once the upstream has sent more than the proxy queues (256 KiB), its write buffer
+    # (64 KiB) and the sockets' initial buffers hold: the proxy is now holding a stuck stream
+    plenty = threading.Event()
+
+    def big(seen: Any) -> StreamingResponse:
+        async def stream() -> Any:
+            for i in range(events):
+                if i * size > 384 * 1024:
+                    plenty.set()
+                yield b"data: " + str(i).encode().rjust(size, b"0") + b"\n\n"
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    fake.then(big)
+    body = json.dumps(STREAM).encode()
+    with proxy(upstream=upstream_url, trajectory=[write_trajectory(RECORDED)]) as url:
+        host, port = url.removeprefix("http://").split("/")[0].split(":")
+        with socket.create_connection((host, int(port))) as slow:
+            slow.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n"
+                b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+            )
+            # the slow reader reads nothing while another session is served
+            assert plenty.wait(timeout=30)
+            answer = client(url, **{"x-session-affinity": "fast"}).chat.completions.create(
+                model="m", messages=start_messages(), tools=TOOLS
+            )
+            assert answer.choices[0].message.tool_calls
+            late = http.client.HTTPResponse(slow)  # now it reads it all
+            late.begin()
+            received = late.read()
+    assert late.status == 200
+    found = [line for line in received.split(b"\n") if line.startswith(b"data: ")]
+    assert len(found) == events + 1 and found[-1] == b"data: [DONE]"
+    assert found[:-1] == [b"data: " + str(i).encode().rjust(size, b"0") for i in range(events)]
 
 
 # ---- bad input
