@@ -54,10 +54,11 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.waiter: asyncio.Future[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.parser = httptools.HttpResponseParser(self)  # llhttp reads answer after answer
+        self.bodiless = False  # the answer to a HEAD request has no body, whatever it says
         self.reset()
 
     def reset(self) -> None:
-        self.parser = httptools.HttpResponseParser(self)
         self.headers: list[tuple[bytes, bytes]] = []
         self.head = False
         self.complete = False
@@ -108,6 +109,9 @@ class Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self.head = True
+        if self.bodiless:  # llhttp would wait for the body: done now, and never reused
+            self.complete = True
+            self.keep_alive = False
         self.wake()
 
     def on_body(self, body: bytes) -> None:
@@ -173,6 +177,20 @@ class Answer:
         self.read_timeout = read_timeout
         self.deadline = deadline
         self.done = False
+
+    def whole(self) -> bytes | None:
+        """The whole body if all of it has arrived already (a JSON answer, usually), else None."""
+        conn = self.conn
+        if conn is None or not conn.complete:
+            return None
+        body = b"".join(conn.body)
+        conn.body.clear()
+        conn.queued = 0
+        if conn.paused and conn.transport is not None:
+            conn.paused = False
+            conn.transport.resume_reading()
+        self.done = True
+        return body
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Everything that has arrived, in as few pieces as possible: no added latency when the
@@ -284,6 +302,7 @@ class Pool:
             if conn is None:
                 conn = await self.connect()
             conn.last_read = conn.loop.time()  # the read timeout counts from the request
+            conn.bodiless = method == "HEAD"
             deadline = None
             if self.total_timeout is not None:
                 deadline = conn.loop.call_later(

@@ -48,6 +48,8 @@ def configure(level: str, fmt: str) -> None:
 def request_line(
     api: str, session: str, lane: str, source: str, turn: str, status: int, ms: float
 ) -> None:
+    if not REQUESTS.isEnabledFor(logging.INFO):
+        return
     fields = {
         "api": api,
         "session": session,

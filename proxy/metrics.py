@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -58,13 +59,27 @@ class Metrics:
             multiprocess_mode="mostrecent",
         )
 
+        # labelled children, looked up once: labels() costs more than the count itself
+        self._answered: dict[tuple[str, str, str, int], Any] = {}
+        self._timings: dict[str, tuple[Any, Any]] = {}
+
     def answered(self, api: str, lane: str, source: str, status: int) -> None:
-        self.requests.labels(api, lane, source, str(status)).inc()
+        key = (api, lane, source, status)
+        child = self._answered.get(key)
+        if child is None:
+            child = self._answered[key] = self.requests.labels(api, lane, source, str(status))
+        child.inc()
 
     def upstream(self, api: str, started: float, first_byte: float | None, finished: float) -> None:
-        self.upstream_seconds.labels(api).observe(finished - started)
+        children = self._timings.get(api)
+        if children is None:
+            children = self._timings[api] = (
+                self.upstream_seconds.labels(api),
+                self.upstream_ttfb.labels(api),
+            )
+        children[0].observe(finished - started)
         if first_byte is not None:
-            self.upstream_ttfb.labels(api).observe(first_byte - started)
+            children[1].observe(first_byte - started)
 
     async def exposition(self, store: Store) -> bytes:
         cutoff = time.time() - ACTIVE_WINDOW

@@ -24,21 +24,23 @@ from proxy.errors import NoUpstream, UpstreamTimeout, UpstreamUnreachable
 
 log = logging.getLogger("proxy.upstream")
 
+# header names as bytes, lower-case: compared without decoding on every request
 HOP_BY_HOP = frozenset(
     {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailer",
+        b"trailers",
+        b"transfer-encoding",
+        b"upgrade",
     }
 )
-_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length"}
-_CREDENTIALS = frozenset({"authorization", "x-api-key", "api-key"})
+_NOT_FORWARDED = HOP_BY_HOP | {b"host", b"content-length"}
+_NOT_FORWARDED_IDENTITY = _NOT_FORWARDED | {b"accept-encoding"}
+_CREDENTIALS = frozenset({b"authorization", b"x-api-key", b"api-key"})
 
 
 def display_url(url: str) -> str:
@@ -101,17 +103,15 @@ class Upstream:
         self, headers: list[tuple[bytes, bytes]], *, identity: bool = False
     ) -> list[tuple[bytes, bytes]]:
         """`identity`: ask for an uncompressed answer (the proxy keeps a copy to record)."""
-        drop = set(_NOT_FORWARDED)
-        if identity:
-            drop.add("accept-encoding")
+        drop = _NOT_FORWARDED_IDENTITY if identity else _NOT_FORWARDED
         for raw, value in headers:
             if raw.lower() == b"connection":  # headers named in Connection are hop-by-hop too
-                drop.update(v.strip().lower() for v in value.decode("latin-1").split(","))
+                drop = drop | {v.strip().lower() for v in value.split(b",")}
         out: list[tuple[bytes, bytes]] = []
-        used: set[str] = set()
+        used: set[bytes] = set()
         for raw_name, value in headers:
-            name = raw_name.decode("latin-1").lower()
-            if name in drop or name.startswith("x-replay-"):
+            name = raw_name.lower()
+            if name in drop or name.startswith(b"x-replay-"):
                 continue
             if self._api_key is not None and name in _CREDENTIALS:
                 used.add(name)
@@ -120,9 +120,9 @@ class Upstream:
         if identity:
             out.append((b"accept-encoding", b"identity"))
         if self._api_key is not None:
-            if "x-api-key" in used:  # an Anthropic client: keep its way of sending the key
+            if b"x-api-key" in used:  # an Anthropic client: keep its way of sending the key
                 out.append((b"x-api-key", self._api_key.encode()))
-            if "x-api-key" not in used or "authorization" in used:
+            if b"x-api-key" not in used or b"authorization" in used:
                 out.append((b"authorization", f"Bearer {self._api_key}".encode()))
         return out
 
@@ -196,9 +196,7 @@ class PassThrough(Response):
         self.answer = answer
         self.status_code = answer.status
         self.background = None
-        self.raw_headers = [
-            (n, v) for n, v in answer.headers if n.decode("latin-1").lower() not in HOP_BY_HOP
-        ]
+        self.raw_headers = [(n, v) for n, v in answer.headers if n.lower() not in HOP_BY_HOP]
         self.raw_headers.append((b"x-replay-source", b"upstream"))
         content_type = next((v for n, v in answer.headers if n.lower() == b"content-type"), b"")
         self.content_type = content_type.decode("latin-1")
@@ -210,6 +208,24 @@ class PassThrough(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         answer = self.answer
         captured = Captured(self.status_code, self.content_type)
+        whole = answer.whole()
+        if whole is not None:  # it has all arrived: no watcher, one send
+            await answer.aclose()
+            captured.first_byte = captured.finished = time.perf_counter()
+            if self.keep_body:
+                captured.body += whole
+            if self.on_complete is not None:
+                captured.complete = True
+                await self.on_complete(captured)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": self.status_code,
+                    "headers": self.raw_headers,
+                }
+            )
+            await send({"type": "http.response.body", "body": self._masked(whole)})
+            return
         reported = False
         gone = False
 

@@ -41,8 +41,8 @@ def _pool(url: str, **timeouts: float) -> Pool:
     )
 
 
-async def _body(pool: Pool, target: str = "/v1/x") -> tuple[int, bytes]:
-    answer = await pool.request("POST", target, [], b"{}")
+async def _body(pool: Pool, target: str = "/v1/x", method: str = "POST") -> tuple[int, bytes]:
+    answer = await pool.request(method, target, [], b"{}")
     try:
         return answer.status, b"".join([chunk async for chunk in answer.chunks()])
     finally:
@@ -65,12 +65,20 @@ async def test_sized_chunked_and_until_close_bodies_and_keep_alive_reuse() -> No
         await writer.drain()
         writer.close()
 
+    async def head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)  # HEAD: the length of a body that is not sent
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n")
+        await writer.drain()
+
     async for url in _serve(handler):
         pool = _pool(url)
         assert await _body(pool) == (200, b"sized")
         assert await _body(pool) == (201, b"chunked")  # the same connection, kept alive
         assert await _body(pool) == (200, b"until close")
         assert connections == 1 and not pool.idle  # a closed connection is not kept
+    async for url in _serve(head):
+        pool = _pool(url, read=30)
+        assert await _body(pool, method="HEAD") == (200, b"")  # not a wait for 5 bytes
 
 
 async def test_a_kept_alive_connection_the_upstream_closed_is_replaced_without_resending() -> None:

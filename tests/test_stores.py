@@ -116,3 +116,17 @@ def test_store_urls_are_checked() -> None:
     for bad in ("sqlite://", "sqlite:///", "postgres://x", "nonsense"):
         with pytest.raises(ValueError, match="--store"):
             open_store(bad)
+
+
+def test_a_state_copy_is_equal_and_shares_no_container() -> None:
+    state = SessionState(id="s", created=1.0, last_seen=2.0, script_name="t", turns_served=3)
+    state.forwarded["main"] = 1
+    state.results_returned.append("call_1")
+    state.recorded_used.append("d:0")
+    copy = state.copy()
+    assert copy.to_dict() == state.to_dict()
+    copy.forwarded["main"] += 1
+    copy.results_returned.append("call_2")
+    copy.recorded_used.append("d:1")
+    assert state.forwarded == {"main": 1} and state.results_returned == ["call_1"]
+    assert state.recorded_used == ["d:0"]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 
@@ -36,12 +37,13 @@ class SessionState:
     recorded_used: list[str] = field(default_factory=list)  # strict: <digest>:<index> answered
 
     def copy(self) -> SessionState:
-        return replace(
-            self,
-            forwarded=dict(self.forwarded),
-            results_returned=list(self.results_returned),
-            recorded_used=list(self.recorded_used),
-        )
+        """A copy whose containers are new too (dataclasses.replace is ~5x slower, and this
+        runs on every request)."""
+        new = _shallow(self)
+        new.forwarded = dict(self.forwarded)
+        new.results_returned = list(self.results_returned)
+        new.recorded_used = list(self.recorded_used)
+        return new
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,6 +63,14 @@ class SessionState:
         self.live_since = None
         self.live_reason = None
         self.divergence = None
+
+
+_NAMES = tuple(f.name for f in fields(SessionState))
+_VALUES = attrgetter(*_NAMES)
+
+
+def _shallow(state: SessionState) -> SessionState:
+    return SessionState(*_VALUES(state))
 
 
 Change = Callable[[SessionState], None]
