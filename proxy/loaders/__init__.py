@@ -18,6 +18,7 @@ Every error is a LoadError naming the file and the message index.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 from pathlib import Path
@@ -52,6 +53,18 @@ def trajectory_name(path: Path) -> str:
 
 
 def load_bytes(data: bytes, *, name: str, source: str) -> Trajectory:
+    # A large file allocates a few hundred thousand objects that all stay alive: the cyclic
+    # collector would walk them again and again for nothing (a third of the load time at 10 MB).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(data, name=name, source=source)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _load(data: bytes, *, name: str, source: str) -> Trajectory:
     digest = hashlib.sha256(data).hexdigest()
     if not data.strip():
         raise LoadError(source, None, "the file is empty")
