@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
@@ -76,13 +76,13 @@ def process(*argv: str, env: dict[str, str] | None = None) -> Iterator[tuple[str
                 proc.wait()
 
 
-def proxy(*args: str) -> contextmanager:  # type: ignore[type-arg]
+def proxy(*args: str) -> AbstractContextManager[tuple[str, int]]:
     return process(
         sys.executable, "-m", "proxy", "serve", "--port", "0", "--log-level", "warning", *args
     )
 
 
-def upstream(chunks: int = 64, delay: float = 0.0) -> contextmanager:  # type: ignore[type-arg]
+def upstream(chunks: int = 64, delay: float = 0.0) -> AbstractContextManager[tuple[str, int]]:
     return process(
         sys.executable, "-m", "bench.upstream", "--chunks", str(chunks), "--delay", str(delay)
     )

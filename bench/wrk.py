@@ -38,12 +38,12 @@ def run(
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "post.lua"
         script.write_text(_lua(body, headers or {}))
-        out = subprocess.run(
+        ran = subprocess.run(
             [
                 "wrk",
                 "-t1",
                 f"-c{connections}",
-                f"-d{seconds}s",
+                f"-d{max(1, round(seconds))}s",  # wrk takes whole seconds only
                 "--latency",
                 "--timeout",
                 "30s",
@@ -53,8 +53,10 @@ def run(
             ],
             capture_output=True,
             text=True,
-            check=True,
-        ).stdout
+        )
+    if ran.returncode != 0:
+        raise RuntimeError(f"wrk against {url} failed: {ran.stderr.strip() or ran.stdout.strip()}")
+    out = ran.stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
