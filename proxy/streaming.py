@@ -39,6 +39,9 @@ class Rendered(Response):
         await send(
             {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         )
+        if self.on_complete is None and len(self.parts) == 1:  # a JSON answer: one more send
+            await send({"type": "http.response.body", "body": self.parts[0]})
+            return
         for part in self.parts:
             await send({"type": "http.response.body", "body": part, "more_body": True})
         if self.on_complete is not None:
