@@ -2,7 +2,8 @@
 
 Runs the suites (default: all), prints each figure as a ratio to its reference with the target
 next to it, and writes everything as JSON (bench/results/<time>.json) for later comparison.
-Needs wrk and nginx (Debian packages) on the machine. The machine is noisy: figures are medians of
+Needs wrk, nginx and redis-server (Debian packages) on the machine; the stores suite starts its own
+redis-server unless given --redis. The machine is noisy: figures are medians of
 `--repeat` runs, and CPU milliseconds per request of the proxy's own process are given beside
 requests/s, as they vary less.
 """
@@ -12,12 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import time
 from pathlib import Path
 from statistics import median
 from typing import Any
 
-from bench import footprint, slow, stores, throughput
+from bench import footprint, procs, slow, stores, throughput
 
 SUITES = ("throughput", "footprint", "slow", "stores")
 
@@ -135,10 +137,13 @@ def _median_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("suites", nargs="*", default=list(SUITES), choices=SUITES)
+    # no `choices` here: argparse checks an empty list against them and refuses a bare run
+    parser.add_argument("suites", nargs="*", metavar="suite", help=f"default: all of {SUITES}")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure; the median is kept")
     parser.add_argument("--seconds", type=int, default=4, help="length of each wrk run")
-    parser.add_argument("--redis", metavar="URL", help="a Redis server for the stores suite")
+    parser.add_argument(
+        "--redis", metavar="URL", help="a Redis server for the stores suite (default: start one)"
+    )
     parser.add_argument(
         "--out", type=Path, default=Path("bench/results") / f"{time.strftime('%Y%m%d-%H%M%S')}.json"
     )
@@ -149,6 +154,10 @@ def main() -> None:
             "python": platform.python_version(),
         }
     }
+    unknown = sorted(set(args.suites) - set(SUITES))
+    if unknown:
+        parser.error(f"unknown suite {', '.join(unknown)}: choose from {', '.join(SUITES)}")
+    args.suites = args.suites or list(SUITES)
     if "throughput" in args.suites:
         runs = [throughput.run_once(args.seconds) for _ in range(args.repeat)]
         results["throughput"] = _median_runs(runs)
@@ -170,7 +179,14 @@ def main() -> None:
         }
         print(slow.table(runs))
     if "stores" in args.suites:
-        results["stores"] = stores.suite(args.redis)
+        if args.redis:
+            results["stores"] = stores.suite(args.redis)
+        elif shutil.which("redis-server"):
+            with procs.redis_server() as url:
+                results["stores"] = stores.suite(url)
+        else:
+            print("stores: no --redis and no redis-server installed: the redis store is left out")
+            results["stores"] = stores.suite(None)
         print(stores.table(results["stores"]))
     rows = targets(results.get("throughput", {}), results.get("footprint"), results.get("slow"))
     if rows:

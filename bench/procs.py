@@ -141,3 +141,30 @@ def nginx(upstream_url: str) -> Iterator[tuple[str, int]]:
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """A throwaway redis-server on a loopback port, for the stores suite; yields its URL."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as folder:
+        argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+        proc = subprocess.Popen(
+            [*argv, "--appendonly", "no", "--dir", folder],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            for _ in range(200):  # ready when it answers a PING
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", port)) == 0:
+                        s.sendall(b"PING\r\n")
+                        if s.recv(16).startswith(b"+PONG"):
+                            break
+                time.sleep(0.02)
+            else:
+                raise RuntimeError(f"redis-server did not start on port {port}")
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
