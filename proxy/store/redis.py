@@ -1,8 +1,9 @@
 """Redis session state: for several proxy replicas on several hosts.
 
-Redis is the distributed engine: each update is an optimistic transaction (WATCH the session key,
-read, change, MULTI/EXEC, retry if another replica wrote in between), and a trajectory is claimed
-with SET NX. Keys live under a prefix so one Redis can serve other things too.
+Redis is the distributed engine: each update is optimistic (read the session, change it, then a
+script writes it only if the stored value is still the one read, else read again: two round trips,
+where WATCH/MULTI/EXEC took three), and a trajectory is claimed with SET NX. Keys live under a
+prefix so one Redis can serve other things too.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import WatchError
 
 from proxy.store.state import EVENTS_KEPT, Change, Event, SessionState
 
@@ -28,6 +28,20 @@ redis.call('SET', KEYS[1], v)
 return v
 """
 
+# compare-and-set of a session: KEYS session, sessions index, events list; ARGV the value read
+# ('' when there was none: a stored session is never empty), the new value, the session id, its
+# creation time, the event ('' for none) and how many events to keep. 1 when written, else 0.
+_CAS = """
+if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], 'NX', ARGV[4], ARGV[3])
+if ARGV[5] ~= '' then
+  redis.call('LPUSH', KEYS[3], ARGV[5])
+  redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[6]) - 1)
+end
+return 1
+"""
+
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -40,6 +54,7 @@ class RedisStore:
         # a blocking pool: under load a request waits for a free connection instead of failing
         pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=128, timeout=30)
         self._redis = aioredis.Redis(connection_pool=pool)
+        self._cas = self._redis.register_script(_CAS)
 
     def _key(self, kind: str, name: str) -> str:
         return f"{self.prefix}{kind}:{name}"
@@ -51,28 +66,25 @@ class RedisStore:
     async def update(
         self, session: str, change: Change, *, now: float, event: Event | None = None
     ) -> SessionState:
-        key = self._key("session", session)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    await pipe.watch(key)
-                    raw = await pipe.get(key)
-                    if raw is None:
-                        state = SessionState(id=session, created=now, last_seen=now)
-                    else:
-                        state = SessionState.from_dict(orjson.loads(raw))
-                    change(state)
-                    state.last_seen = now
-                    pipe.multi()  # type: ignore[no-untyped-call]
-                    pipe.set(key, orjson.dumps(state.to_dict()))
-                    pipe.zadd(self._key("index", "sessions"), {session: state.created}, nx=True)
-                    if event is not None:  # newest first, trimmed to a bounded log
-                        pipe.lpush(self._key("index", "events"), orjson.dumps(event))
-                        pipe.ltrim(self._key("index", "events"), 0, EVENTS_KEPT - 1)
-                    await pipe.execute()
-                    return state
-                except WatchError:
-                    continue  # another replica changed the session: read it again
+        keys = [
+            self._key("session", session),
+            self._key("index", "sessions"),
+            self._key("index", "events"),
+        ]
+        logged = orjson.dumps(event) if event is not None else b""
+        while True:
+            raw = await self._redis.get(keys[0])
+            if raw is None:
+                state = SessionState(id=session, created=now, last_seen=now)
+            else:
+                state = SessionState.from_dict(orjson.loads(raw))
+            change(state)
+            state.last_seen = now
+            new = orjson.dumps(state.to_dict())
+            args = [raw or b"", new, session, state.created, logged, EVENTS_KEPT]
+            if await self._cas(keys=keys, args=args):
+                return state
+            # another replica changed the session in between: read it again
 
     async def events(self, session: str | None = None, limit: int = 200) -> list[Event]:
         raws = await self._redis.lrange(self._key("index", "events"), 0, -1)
