@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import time
@@ -135,7 +136,7 @@ def _median_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def main() -> None:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench")
     # no `choices` here: argparse checks an empty list against them and refuses a bare run
     parser.add_argument("suites", nargs="*", metavar="suite", help=f"default: all of {SUITES}")
@@ -147,17 +148,22 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=Path("bench/results") / f"{time.strftime('%Y%m%d-%H%M%S')}.json"
     )
-    args = parser.parse_args()
-    results: dict[str, Any] = {
-        "machine": {
-            "cpus": len(__import__("os").sched_getaffinity(0)),
-            "python": platform.python_version(),
-        }
-    }
+    args = parser.parse_args(argv)
     unknown = sorted(set(args.suites) - set(SUITES))
     if unknown:
         parser.error(f"unknown suite {', '.join(unknown)}: choose from {', '.join(SUITES)}")
     args.suites = args.suites or list(SUITES)
+    return args
+
+
+def main() -> None:
+    args = arguments()
+    results: dict[str, Any] = {
+        "machine": {
+            "cpus": len(os.sched_getaffinity(0)),
+            "python": platform.python_version(),
+        }
+    }
     if "throughput" in args.suites:
         runs = [throughput.run_once(args.seconds) for _ in range(args.repeat)]
         results["throughput"] = _median_runs(runs)
