@@ -267,11 +267,12 @@ def test_a_stream_stuck_upstream_does_not_hold_up_other_sessions(
         with proxy(upstream=upstream_url, trajectory=[write_trajectory(RECORDED)]) as url:
             body = {"model": "m", "messages": [{"role": "user", "content": "slow"}], "stream": True}
             with httpx.stream("POST", url + "/chat/completions", json=body) as slow:
-                next(slow.iter_lines())  # open, and stuck until the gate opens
+                lines = slow.iter_lines()  # kept: a dropped iterator would close the stream
+                next(lines)  # open, and stuck until the gate opens
                 c = client(url, **{"x-session-affinity": "fast"})
                 answer, headers = agent_step(c, start_messages(), stream=True)
                 assert headers["x-replay-turn"] == "1/2" and answer["tool_calls"]
-                assert not gate.released.is_set()
+                assert not gate.closed.is_set()  # the slow stream is still held open
                 gate.released.set()
     finally:
         gate.released.set()
