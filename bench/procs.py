@@ -137,6 +137,8 @@ def nginx(upstream_url: str) -> Iterator[tuple[str, int]]:
                     if s.connect_ex(("127.0.0.1", port)) == 0:
                         break
                 time.sleep(0.02)
+            else:
+                raise RuntimeError(f"nginx did not start on port {port} (see {folder}/error.log)")
             yield f"http://127.0.0.1:{port}/v1", proc.pid
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
