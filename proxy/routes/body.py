@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
 from fastapi import Request
 
-from proxy.errors import BadRequest, PayloadTooLarge
+from proxy.errors import PayloadTooLarge
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -22,14 +19,3 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-async def read_json(request: Request, limit: int) -> tuple[bytes, dict[str, Any]]:
-    raw = await read_body(request, limit)
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("the request body must be a JSON object")
-    return raw, body
