@@ -13,8 +13,7 @@ from typing import Any
 from proxy.content import text_of
 from proxy.conversation import Call, Conversation, Reply, Result
 from proxy.errors import BadRequest
-
-ASSISTANT_SIDE = frozenset({"reasoning", "function_call", "item_reference"})
+from proxy.loaders.responses import ASSISTANT_SIDE  # one rule for what makes up a reply
 
 
 def parse_responses(body: Any) -> Conversation:
