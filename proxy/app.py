@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,8 +17,8 @@ from proxy import logs
 from proxy.config import Settings
 from proxy.dumps import Dumper
 from proxy.engine import Mode, Rules
-from proxy.errors import BadRequest, NotFound, ProxyError, StoreUnavailable
-from proxy.front import STORE_ERRORS, Front, answer_error
+from proxy.errors import BadRequest, NotFound, ProxyError
+from proxy.front import Front, answer_error, unexpected
 from proxy.library import Library
 from proxy.metrics import Metrics
 from proxy.normalize import compile_masks
@@ -30,8 +29,6 @@ from proxy.sessions import Sessions
 from proxy.store import Store, open_store
 from proxy.strict import StrictReplay
 from proxy.upstream import Upstream
-
-log = logging.getLogger("proxy")
 
 
 def create_app(
@@ -164,23 +161,14 @@ def _install_error_handlers(app: FastAPI) -> None:
             error.type = "invalid_request_error"
         return answer_error(request.app.state.runtime, request.url.path, error)
 
-    async def unexpected(request: Request, exc: Exception) -> Response:
-        if isinstance(exc, STORE_ERRORS):
-            log.error(
-                "session store unavailable on %s %s: %s", request.method, request.url.path, exc
-            )
-            error: ProxyError = StoreUnavailable(
-                f"the session store is unavailable: {type(exc).__name__}: {exc}"
-            )
-        else:
-            log.exception("unexpected error on %s %s", request.method, request.url.path)
-            error = ProxyError(f"internal error in the replay proxy: {type(exc).__name__}")
+    async def unexpected_error(request: Request, exc: Exception) -> Response:
+        error = unexpected(exc, request.method, request.url.path)
         return answer_error(request.app.state.runtime, request.url.path, error)
 
     app.add_exception_handler(ProxyError, proxy_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, http_error)
-    app.add_exception_handler(Exception, unexpected)
+    app.add_exception_handler(Exception, unexpected_error)
 
 
 WORKER_SETTINGS = "_REPLAY_PROXY_WORKER_SETTINGS"

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from proxy.apis import ANTHROPIC
 from proxy.errors import ProxyError, StoreUnavailable, error_response
 from proxy.incoming import Incoming, receive_request
 from proxy.routes import completions, forward
@@ -31,15 +32,17 @@ STORE_ERRORS = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
 )
-ROUTES: dict[str, Handler] = {
-    "/v1/chat/completions": completions.chat,
-    "/chat/completions": completions.chat,
-    "/v1/responses": completions.responses,
-    "/responses": completions.responses,
-    "/v1/messages": completions.messages,  # Claude Code adds ?beta=true: the query does not matter
-    "/messages": completions.messages,
+OTHER = "other"  # the api label of everything that is not one of the three completion APIs
+# path -> (handler, api label); the label also picks the error shape, never the path's suffix
+ROUTES: dict[str, tuple[Handler, str]] = {
+    "/v1/chat/completions": (completions.chat, "chat"),
+    "/chat/completions": (completions.chat, "chat"),
+    "/v1/responses": (completions.responses, "responses"),
+    "/responses": (completions.responses, "responses"),
+    # Claude Code adds ?beta=true: the query does not matter
+    "/v1/messages": (completions.messages, ANTHROPIC.name),
+    "/messages": (completions.messages, ANTHROPIC.name),
 }
-APIS = (("/chat/completions", "chat"), ("/responses", "responses"), ("/messages", "anthropic"))
 
 
 class Front:
@@ -51,48 +54,43 @@ class Front:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path = scope["path"]
-            handler = ROUTES.get(path) if scope["method"] == "POST" else None
-            if handler is None and path.startswith("/v1/"):
-                handler = forward.forward
-            if handler is not None:
-                await self._serve(handler, scope, receive, send)
+            route = ROUTES.get(path) if scope["method"] == "POST" else None
+            if route is None and path.startswith("/v1/"):
+                route = (forward.forward, OTHER)
+            if route is not None:
+                await self._serve(*route, scope, receive, send)
                 return
         await self.api(scope, receive, send)
 
-    async def _serve(self, handler: Handler, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _serve(
+        self, handler: Handler, api: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         path = scope["path"]
         try:
             incoming = await receive_request(scope, receive, self.runtime.settings.max_body_bytes)
             response = await handler(incoming, self.runtime)
         except ProxyError as error:
-            response = answer_error(self.runtime, path, error)
-        except STORE_ERRORS as exc:
-            log.error("session store unavailable on %s %s: %s", scope["method"], path, exc)
-            response = answer_error(
-                self.runtime,
-                path,
-                StoreUnavailable(f"the session store is unavailable: {type(exc).__name__}: {exc}"),
-            )
+            response = answer_error(self.runtime, path, error, api=api)
         except Exception as exc:
-            log.exception("unexpected error on %s %s", scope["method"], path)
             response = answer_error(
-                self.runtime,
-                path,
-                ProxyError(f"internal error in the replay proxy: {type(exc).__name__}"),
+                self.runtime, path, unexpected(exc, scope["method"], path), api=api
             )
         await response(scope, receive, send)
 
 
-def api_of(path: str) -> str:
-    for suffix, name in APIS:
-        if path.endswith(suffix):
-            return name
-    return "other"
+def unexpected(exc: Exception, method: str, path: str) -> ProxyError:
+    """An exception no handler turned into an answer: the store failing, or a bug (logged)."""
+    if isinstance(exc, STORE_ERRORS):
+        log.error("session store unavailable on %s %s: %s", method, path, exc)
+        return StoreUnavailable(f"the session store is unavailable: {type(exc).__name__}: {exc}")
+    log.exception("unexpected error on %s %s", method, path, exc_info=exc)
+    return ProxyError(f"internal error in the replay proxy: {type(exc).__name__}")
 
 
-def answer_error(runtime: Runtime, path: str, error: ProxyError) -> Response:
-    """The one place an error the proxy made becomes an answer (and a count)."""
+def answer_error(runtime: Runtime, path: str, error: ProxyError, *, api: str = OTHER) -> Response:
+    """The one place an error the proxy made becomes an answer (and a count); Anthropic-shaped
+    on the Messages API, whose clients parse that form."""
     if error.status >= 500:
         log.warning("%s -> %d: %s", path, error.status, error.message)
-    runtime.metrics.answered(api_of(path), "-", "error", error.status)
-    return error_response(error, anthropic=path.endswith("/messages"))
+    runtime.metrics.answered(api, "-", "error", error.status)
+    return error_response(error, anthropic=api == ANTHROPIC.name)

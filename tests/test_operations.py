@@ -69,46 +69,24 @@ def test_metrics_count_answers_by_source_and_time_the_upstream(
             json={"model": "m", "messages": bad, "tools": TOOLS},
             headers={"x-session-affinity": "m1"},
         )
+        # an OpenAI path that happens to end in /messages: an OpenAI-shaped error, api "other"
+        refused = httpx.post(
+            url + "/threads/t1/messages", json={}, headers={"x-session-affinity": "not valid!"}
+        )
         text = httpx.get(url.removesuffix("/v1") + "/metrics").text
-    assert (
-        metric(
-            text,
-            "replay_proxy_requests_total",
-            api="chat",
-            lane="main",
-            source="scripted",
-            status="200",
-        )
-        == 2
-    )
-    assert (
-        metric(
-            text,
-            "replay_proxy_requests_total",
-            api="chat",
-            lane="toolless",
-            source="upstream",
-            status="429",
-        )
-        == 1
-    )
-    assert (
-        metric(
-            text, "replay_proxy_requests_total", api="chat", lane="-", source="error", status="400"
-        )
-        == 1
-    )
-    assert (
-        metric(
-            text,
-            "replay_proxy_requests_total",
-            api="chat",
-            lane="main",
-            source="diverged",
-            status="404",
-        )
-        == 1
-    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["type"] == "invalid_request_error"
+    assert "type" not in refused.json()  # not Anthropic's {"type": "error", "error": ...}
+
+    def requests(**labels: str) -> float:
+        return metric(text, "replay_proxy_requests_total", **labels)
+
+    assert requests(api="chat", lane="main", source="scripted", status="200") == 2
+    assert requests(api="chat", lane="toolless", source="upstream", status="429") == 1
+    assert requests(api="chat", lane="-", source="error", status="400") == 1
+    assert requests(api="other", lane="-", source="error", status="400") == 1
+    assert requests(api="chat", lane="main", source="diverged", status="404") == 1
+    assert 'source="error",status="404"' not in text  # the divergence is counted once
     assert metric(text, "replay_proxy_divergences_total", kind="history") == 1
     assert metric(text, "replay_proxy_upstream_seconds_count", api="chat") == 1
     assert metric(text, "replay_proxy_upstream_ttfb_seconds_count", api="chat") == 1

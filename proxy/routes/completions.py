@@ -17,7 +17,7 @@ from starlette.responses import Response
 from proxy.apis import ANTHROPIC, CHAT, RESPONSES, Api
 from proxy.conversation import Conversation, Lane, session_id
 from proxy.engine import Diverged, Forward, Scripted, Stop, decide
-from proxy.errors import PROXY_HEADERS, NotFound, ProxyError, ReplayDiverged
+from proxy.errors import PROXY_HEADERS, NotFound, ProxyError, ReplayDiverged, error_response
 from proxy.incoming import Incoming
 from proxy.logs import request_line
 from proxy.render.chat import chat_message
@@ -130,7 +130,8 @@ async def _main(call: InFlight) -> Response:
         if call.tap is not None:
             call.tap.exchange.source = "error"
             await call.tap.failed(error.status, error.body())
-        raise error
+        # answered here, not raised: front.answer_error would count it a second time, as an error
+        return error_response(error, anthropic=call.api is ANTHROPIC)
     if isinstance(decision, Scripted | Stop):
         return _answer(call, decision, script)
     assert isinstance(decision, Forward)

@@ -25,8 +25,8 @@ class Store(Protocol):
         `event` with it."""
         ...
 
-    async def events(self, session: str | None = None, limit: int = 200) -> list[Event]:
-        """The most recent events, newest last; of one session, or of all."""
+    async def events(self, limit: int = 200) -> list[Event]:
+        """The most recent events of all sessions, newest last."""
         ...
 
     async def sessions(self) -> list[SessionState]: ...

@@ -35,9 +35,9 @@ class MemoryStore:
             self._events.append(event)
         return state
 
-    async def events(self, session: str | None = None, limit: int = 200) -> list[Event]:
-        found = [e for e in self._events if session is None or e["session"] == session]
-        return found[-limit:]
+    async def events(self, limit: int = 200) -> list[Event]:
+        events = self._events
+        return list(events)[-limit:] if limit < len(events) else list(events)
 
     async def sessions(self) -> list[SessionState]:
         return list(self._sessions.values())

@@ -86,16 +86,11 @@ class RedisStore:
                 return state
             # another replica changed the session in between: read it again
 
-    async def events(self, session: str | None = None, limit: int = 200) -> list[Event]:
-        raws = await self._redis.lrange(self._key("index", "events"), 0, -1)
-        found: list[Event] = []
-        for raw in raws:
-            event = orjson.loads(raw)
-            if session is None or event.get("session") == session:
-                found.append(event)
-                if len(found) == limit:
-                    break
-        return found[::-1]
+    async def events(self, limit: int = 200) -> list[Event]:
+        if limit <= 0:
+            return []
+        raws = await self._redis.lrange(self._key("index", "events"), 0, limit - 1)  # newest first
+        return [orjson.loads(raw) for raw in reversed(raws)]
 
     async def sessions(self) -> list[SessionState]:
         ids = await self._redis.zrange(self._key("index", "sessions"), 0, -1)
