@@ -24,13 +24,32 @@ class Lane(StrEnum):
     SUBAGENT = "subagent"  # calls that carry the subagent (parent session) header
 
 
+Where = tuple[str | int, ...]
+"""A JSON path kept as its parts, written out by path_of only when a report needs it: most
+requests never diverge, and formatting a path per message cost as much as the rest of the parse.
+("messages", 3, "tool_calls", 0, "id") is messages[3].tool_calls[0].id; a part that starts with
+"[" is written as it is ("input", "[3:]" is input[3:])."""
+
+
+def path_of(where: Where) -> str:
+    parts: list[str] = []
+    for part in where:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        elif parts and not part.startswith("["):
+            parts.append(f".{part}")
+        else:
+            parts.append(part)
+    return "".join(parts)
+
+
 @dataclass(slots=True)
 class Call:
     id: str
     name: str
     arguments: str
-    id_path: str  # JSON path of the id, e.g. "messages[3].tool_calls[0].id"
-    name_path: str
+    id_path: Where  # of the id, e.g. messages[3].tool_calls[0].id
+    name_path: Where
 
 
 @dataclass(slots=True)
@@ -38,15 +57,11 @@ class Reply:
     """An assistant message in the request history."""
 
     position: int  # index in the request's message list
-    path: str  # JSON path of the message, e.g. "messages[3]"
+    path: Where  # of the message, e.g. messages[3]
     text: str
     calls: list[Call]
-    calls_path: str  # JSON path of the tool-call list, e.g. "messages[3].tool_calls"
-    end: int = -1  # index of its last message or item (Responses spreads a reply over items)
-
-    def __post_init__(self) -> None:
-        if self.end < self.position:
-            self.end = self.position
+    calls_path: Where  # of the tool-call list, e.g. messages[3].tool_calls
+    end: int  # index of its last message or item (Responses spreads a reply over items)
 
 
 @dataclass(slots=True)
@@ -54,7 +69,7 @@ class Result:
     """A tool result in the request history."""
 
     position: int  # index of the message (or item) that holds it
-    output_path: str  # JSON path of the output, e.g. "messages[4].content"
+    output_path: Where  # of the output, e.g. messages[4].content
     call_id: str
     output: str
 

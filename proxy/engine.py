@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from proxy.conversation import Conversation, Reply
+from proxy.conversation import Conversation, Reply, path_of
 from proxy.difference import Difference, around, first_difference, first_mismatch, render
 from proxy.ids import wire_id
 from proxy.normalize import normalize
@@ -228,7 +228,7 @@ def observe(
         if result is None or recorded is None:
             continue
         difference = first_difference(
-            _output(recorded, masks), _output(result.output, masks), result.output_path
+            _output(recorded, masks), _output(result.output, masks), path_of(result.output_path)
         )
         if difference is not None:
             reason = f"the result of {call.name} call {call.id} differs from the recorded output"
@@ -283,29 +283,31 @@ def _compare(reply: Reply, turn: Turn, api: str) -> Difference | None:
     if turn.final:
         if reply.calls:
             ids = [c.id for c in reply.calls]
-            return Difference(reply.calls_path, "no tool calls (a text-only turn)", render(ids))
+            return Difference(
+                path_of(reply.calls_path), "no tool calls (a text-only turn)", render(ids)
+            )
         want, got = _squash(turn.text), _squash(reply.text)
         if want != got:
             at = first_mismatch(want, got)
-            return Difference(f"{reply.path}.content", around(want, at), around(got, at))
+            return Difference(path_of((*reply.path, "content")), around(want, at), around(got, at))
         return None
     for j, call in enumerate(turn.tool_calls):
         if j >= len(reply.calls):
             return Difference(
-                f"{reply.calls_path}[{j}]",
+                path_of((*reply.calls_path, j)),
                 f'tool call "{wire_id(api, call.id)}" ({call.name})',
                 "nothing (the call is missing)",
             )
         got_call = reply.calls[j]
         expected = wire_id(api, call.id)
         if got_call.id != expected:
-            return Difference(got_call.id_path, render(expected), render(got_call.id))
+            return Difference(path_of(got_call.id_path), render(expected), render(got_call.id))
         if got_call.name != call.name:
-            return Difference(got_call.name_path, render(call.name), render(got_call.name))
+            return Difference(path_of(got_call.name_path), render(call.name), render(got_call.name))
     if len(reply.calls) > len(turn.tool_calls):
         extra = reply.calls[len(turn.tool_calls)]
         return Difference(
-            f"{reply.calls_path}[{len(turn.tool_calls)}]",
+            path_of((*reply.calls_path, len(turn.tool_calls))),
             "nothing (no such call)",
             render(extra.id),
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.content import is_content, text_of
-from proxy.conversation import Call, Conversation, Reply, Result
+from proxy.conversation import Call, Conversation, Reply, Result, path_of
 from proxy.errors import BadRequest
 
 
@@ -45,19 +45,20 @@ def parse_anthropic(body: Any) -> Conversation:
     system = body.get("system")
     systems = [system if isinstance(system, str) else text_of(system)] if system else []
     for pos, message in enumerate(messages):
-        path = f"messages[{pos}]"
+        path = ("messages", pos)
         if not isinstance(message, dict):
-            raise BadRequest(f"{path} must be an object", param=path)
+            where = path_of(path)
+            raise BadRequest(f"{where} must be an object", param=where)
         role, content = message.get("role"), message.get("content")
         if not isinstance(role, str):
-            raise BadRequest(f"{path}.role is missing", param=f"{path}.role")
+            where = path_of((*path, "role"))
+            raise BadRequest(f"{where} is missing", param=where)
         if not is_content(content):
-            raise BadRequest(
-                f"{path}.content must be a string or an array of blocks", param=f"{path}.content"
-            )
+            where = path_of((*path, "content"))
+            raise BadRequest(f"{where} must be a string or an array of blocks", param=where)
         blocks = content if isinstance(content, list) else []
         if role == "assistant":
-            reply = Reply(pos, path, "", [], f"{path}.content")
+            reply = Reply(pos, path, "", [], (*path, "content"), pos)
             texts = []
             for k, block in enumerate(blocks):
                 if not isinstance(block, dict):
@@ -69,8 +70,8 @@ def parse_anthropic(body: Any) -> Conversation:
                             call_id if isinstance(call_id, str) else "",
                             name if isinstance(name, str) else "",
                             "",
-                            f"{path}.content[{k}].id",
-                            f"{path}.content[{k}].name",
+                            (*path, "content", k, "id"),
+                            (*path, "content", k, "name"),
                         )
                     )
                 elif block.get("type") == "text":
@@ -89,7 +90,7 @@ def parse_anthropic(body: Any) -> Conversation:
                 if isinstance(call_id, str):
                     output = text_of(block.get("content"))
                     conv.results.append(
-                        Result(pos, f"{path}.content[{k}].content", call_id, output)
+                        Result(pos, (*path, "content", k, "content"), call_id, output)
                     )
         text = text_of(content)
         if text:

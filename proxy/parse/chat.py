@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.content import is_content, text_of
-from proxy.conversation import Call, Conversation, Reply, Result
+from proxy.conversation import Call, Conversation, Reply, Result, path_of
 from proxy.errors import BadRequest
 
 
@@ -37,61 +37,67 @@ def parse_chat(body: Any) -> Conversation:
         message_count=len(messages),
     )
     systems: list[str] = []
+    replies, results, users = conv.replies, conv.results, conv.users
+    # the per-message work is what a long history costs: paths stay tuples, plain strings skip
+    # text_of, and nothing is built for a message the decision does not read
     for pos, msg in enumerate(messages):
-        path = f"messages[{pos}]"
-        if not isinstance(msg, dict):
-            raise BadRequest(f"{path} must be an object", param=path)
+        if type(msg) is not dict:
+            where = path_of(("messages", pos))
+            raise BadRequest(f"{where} must be an object", param=where)
         role = msg.get("role")
         content = msg.get("content")
-        if not isinstance(role, str):
-            raise BadRequest(f"{path}.role is missing", param=f"{path}.role")
-        if not is_content(content):
-            raise BadRequest(
-                f"{path}.content must be a string, an array of parts or null",
-                param=f"{path}.content",
-            )
-        if role in ("system", "developer"):
-            if conv.task is None:
-                systems.append(text_of(content))
-        elif role == "user":
-            text = text_of(content)
-            conv.users[pos] = text
-            if conv.task is None:
-                conv.task = text
-        elif role == "assistant":
-            reply = _reply(msg, pos, path, content)
-            if reply.calls or reply.text.strip():
-                conv.replies.append(reply)
+        if type(role) is not str:
+            where = path_of(("messages", pos, "role"))
+            raise BadRequest(f"{where} is missing", param=where)
+        text = content if type(content) is str else _text(pos, content)
+        if role == "assistant":
+            raw = msg.get("tool_calls")
+            calls = _calls(pos, raw) if raw is not None else []
+            if calls or text.strip():
+                path = ("messages", pos)
+                replies.append(Reply(pos, path, text, calls, (*path, "tool_calls"), pos))
         elif role == "tool":
             call_id = msg.get("tool_call_id")
-            if isinstance(call_id, str):
-                conv.results.append(Result(pos, f"{path}.content", call_id, text_of(content)))
+            if type(call_id) is str:
+                results.append(Result(pos, ("messages", pos, "content"), call_id, text))
+        elif role == "user":
+            users[pos] = text
+            if conv.task is None:
+                conv.task = text
+        elif role in ("system", "developer") and conv.task is None:
+            systems.append(text)
     conv.system = "\n".join(systems)
     return conv
 
 
-def _reply(msg: dict[str, Any], pos: int, path: str, content: Any) -> Reply:
+def _text(pos: int, content: Any) -> str:
+    if not is_content(content):
+        where = path_of(("messages", pos, "content"))
+        raise BadRequest(f"{where} must be a string, an array of parts or null", param=where)
+    return text_of(content)
+
+
+def _calls(pos: int, raw: Any) -> list[Call]:
+    if type(raw) is not list:
+        where = path_of(("messages", pos, "tool_calls"))
+        raise BadRequest(f"{where} must be an array", param=where)
     calls: list[Call] = []
-    raw = msg.get("tool_calls")
-    if raw is not None:
-        if not isinstance(raw, list):
-            raise BadRequest(f"{path}.tool_calls must be an array", param=f"{path}.tool_calls")
-        for j, call in enumerate(raw):
-            where = f"{path}.tool_calls[{j}]"
-            fn = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(fn, dict):
-                raise BadRequest(f"{where}.function must be an object", param=f"{where}.function")
-            call_id, name, args = call.get("id"), fn.get("name"), fn.get("arguments")
-            calls.append(
-                Call(
-                    call_id if isinstance(call_id, str) else "",
-                    name if isinstance(name, str) else "",
-                    args if isinstance(args, str) else "",
-                    f"{where}.id",
-                    f"{where}.function.name",
-                )
+    for j, call in enumerate(raw):
+        fn = call.get("function") if type(call) is dict else None
+        if type(fn) is not dict:
+            where = path_of(("messages", pos, "tool_calls", j, "function"))
+            raise BadRequest(f"{where} must be an object", param=where)
+        call_id, name, args = call.get("id"), fn.get("name"), fn.get("arguments")
+        calls.append(
+            Call(
+                call_id if type(call_id) is str else "",
+                name if type(name) is str else "",
+                args if type(args) is str else "",
+                ("messages", pos, "tool_calls", j, "id"),
+                ("messages", pos, "tool_calls", j, "function", "name"),
             )
-    return Reply(pos, path, text_of(content), calls, f"{path}.tool_calls")
+        )
+    return calls
 
 
 def _tool_names(body: dict[str, Any]) -> tuple[str, ...]:

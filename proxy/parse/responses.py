@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.content import text_of
-from proxy.conversation import Call, Conversation, Reply, Result
+from proxy.conversation import Call, Conversation, Reply, Result, path_of
 from proxy.errors import BadRequest
 from proxy.loaders.responses import ASSISTANT_SIDE  # one rule for what makes up a reply
 
@@ -46,14 +46,15 @@ def parse_responses(body: Any) -> Conversation:
     systems = [instructions] if isinstance(instructions, str) and instructions else []
     reply: Reply | None = None
     for pos, item in enumerate(items):
-        path = f"input[{pos}]"
+        path = ("input", pos)
         if not isinstance(item, dict):
-            raise BadRequest(f"{path} must be an object", param=path)
+            where = path_of(path)
+            raise BadRequest(f"{where} must be an object", param=where)
         kind = item.get("type", "message" if "role" in item else None)
         role = item.get("role")
         if kind in ASSISTANT_SIDE or (kind == "message" and role == "assistant"):
             if reply is None:
-                reply = Reply(pos, path, "", [], f"input[{pos}:]")
+                reply = Reply(pos, path, "", [], ("input", f"[{pos}:]"), pos)
                 conv.replies.append(reply)
             reply.end = pos
             if kind == "function_call":
@@ -63,8 +64,8 @@ def parse_responses(body: Any) -> Conversation:
                         call_id if isinstance(call_id, str) else "",
                         name if isinstance(name, str) else "",
                         args if isinstance(args, str) else "",
-                        f"{path}.call_id",
-                        f"{path}.name",
+                        (*path, "call_id"),
+                        (*path, "name"),
                     )
                 )
             elif kind == "message":
@@ -75,7 +76,7 @@ def parse_responses(body: Any) -> Conversation:
             call_id, output = item.get("call_id"), item.get("output")
             if isinstance(call_id, str):
                 text = output if isinstance(output, str) else text_of(output)
-                conv.results.append(Result(pos, f"{path}.output", call_id, text))
+                conv.results.append(Result(pos, (*path, "output"), call_id, text))
         elif kind == "message":
             text = text_of(item.get("content"))
             if role in ("system", "developer"):
