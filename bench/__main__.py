@@ -172,6 +172,7 @@ def main() -> None:
     if "footprint" in args.suites:
         results["footprint"] = {
             "load": footprint.load(),
+            "request": footprint.request(),
             "memory": footprint.memory(),
             "shared": footprint.shared_script(),
         }

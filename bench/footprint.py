@@ -4,6 +4,8 @@
   one scripted turn. Reported: the proxy's resident memory per session beyond the scripts, and
   whether a trajectory bound to many sessions is held once (the same object for all of them).
 - load: a 10 MB trajectory through the loader, against json.loads of the same file.
+- request: what reading one long agent request costs on the hot path (no target; for tracking):
+  the body decoded (orjson), and the decision's parse of its history, for a 101-message history.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from statistics import median
 from typing import Any
 
 import aiohttp
+import orjson
 
 from bench import procs
 from proxy.loaders import load_bytes
+from proxy.parse.chat import parse_chat
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
 
@@ -126,4 +130,26 @@ def load(megabytes: float = 10.0, repeat: int = 5) -> dict[str, Any]:
         "json_loads_ms": round(median(parse) * 1000, 1),
         "load_ms": round(median(ours) * 1000, 1),
         "ratio": round(median(ours) / median(parse), 2),
+    }
+
+
+def request(turns: int = 50, number: int = 2000, repeat: int = 7) -> dict[str, Any]:
+    body = {"model": "m", "messages": _trajectory(0, turns), "tools": TOOLS}
+    raw = orjson.dumps(body)
+    decoded = orjson.loads(raw)
+
+    def best(step: Any) -> float:
+        runs = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            for _ in range(number):
+                step()
+            runs.append((time.perf_counter() - started) / number)
+        return round(min(runs) * 1e6, 1)
+
+    return {
+        "messages": len(body["messages"]),
+        "body_kb": round(len(raw) / 1024, 1),
+        "decode_us": best(lambda: orjson.loads(raw)),
+        "parse_us": best(lambda: parse_chat(decoded)),
     }
