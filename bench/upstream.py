@@ -113,14 +113,12 @@ class Pacer:
                     self.streams.pop(stream, None)
 
 
-async def serve(port: int, chunks: int, delay: float, ready: asyncio.Event | None = None) -> None:
+async def serve(port: int, chunks: int, delay: float) -> None:
     loop = asyncio.get_running_loop()
     pacer = Pacer(delay)
     server = await loop.create_server(
         lambda: Upstream(chunks, delay, pacer), "127.0.0.1", port, backlog=4096
     )
-    if ready is not None:
-        ready.set()
     print(
         f"bench upstream listening on http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1",
         flush=True,

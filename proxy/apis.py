@@ -18,7 +18,7 @@ from proxy.parse.responses import parse_responses
 from proxy.reassemble import Assembled, anthropic_response, chat_response, responses_response
 from proxy.render import anthropic, chat, responses
 from proxy.splice import Insertion, apply_chat
-from proxy.trajectory import Turn, UserMessage
+from proxy.trajectory import Turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +49,6 @@ def _chat_whole(turn: Turn, conv: Conversation, body: dict[str, Any], key: str) 
     )
 
 
-def _text(user: UserMessage) -> str:
-    return user.content if isinstance(user.content, str) else text_of(user.content)
-
-
 def _splice_responses(items: list[Any], plan: tuple[Insertion, ...]) -> list[Any]:
     out = list(items)
     for insertion in sorted(plan, key=lambda i: i.position, reverse=True):
@@ -60,7 +56,7 @@ def _splice_responses(items: list[Any], plan: tuple[Insertion, ...]) -> list[Any
             {
                 "type": "message",
                 "role": "user",
-                "content": [{"type": "input_text", "text": _text(u)}],
+                "content": [{"type": "input_text", "text": text_of(u.content)}],
             }
             for u in insertion.users
         ]
@@ -72,7 +68,7 @@ def _splice_anthropic(messages: list[Any], plan: tuple[Insertion, ...]) -> list[
     blocks, so that roles keep alternating; otherwise a new user message goes in."""
     out = list(messages)
     for insertion in sorted(plan, key=lambda i: i.position, reverse=True):
-        texts = [{"type": "text", "text": _text(u)} for u in insertion.users]
+        texts = [{"type": "text", "text": text_of(u.content)} for u in insertion.users]
         at = insertion.position
         before = out[at - 1] if at > 0 else None
         if isinstance(before, dict) and before.get("role") == "user":
@@ -143,8 +139,12 @@ CHAT = Api(
 )  # fmt: skip
 RESPONSES = Api(
     "responses", "input", parse_responses,
-    lambda turn, conv, body, key: responses.response_events(turn, body, key=key),
-    lambda turn, conv, body, key: responses.response_object(turn, body, key=key),
+    lambda turn, conv, body, key: responses.response_events(
+        turn, body, key=key, created=int(time.time())
+    ),
+    lambda turn, conv, body, key: responses.response_object(
+        turn, body, key=key, created=int(time.time())
+    ),
     _splice_responses, _clean_responses, lambda raw, stream: responses_response(raw, stream=stream),
 )  # fmt: skip
 ANTHROPIC = Api(

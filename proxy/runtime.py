@@ -82,9 +82,8 @@ class Runtime:
         metrics = self.metrics
 
         async def done(captured: Captured) -> None:
-            metrics.upstream(
-                api, started, captured.first_byte, captured.finished or time.perf_counter()
-            )
+            assert captured.finished is not None  # PassThrough sets it before calling this
+            metrics.upstream(api, started, captured.first_byte, captured.finished)
             if tap is not None:
                 await tap.forwarded(captured)
 

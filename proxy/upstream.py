@@ -287,6 +287,7 @@ class PassThrough(Response):
             )
         finally:
             watcher.cancel()
+            await asyncio.wait((watcher,))  # never left running; an outer cancel still propagates
             await answer.aclose()
             if self.on_complete is not None and not reported:
                 captured.error = captured.error or "the client disconnected before the end"

@@ -31,7 +31,7 @@ def looks_like_anthropic(messages: Sequence[Any]) -> bool:
 def system_text(system: Any) -> str | None:
     if system is None:
         return None
-    return system if isinstance(system, str) else text_of(system)
+    return text_of(system)
 
 
 def messages_to_chat(

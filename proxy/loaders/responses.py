@@ -47,8 +47,9 @@ def items_to_chat(
             messages.append({"role": role, "content": _content(item.get("content"))})
         elif kind == "function_call_output":
             output = item.get("output")
-            text = output if isinstance(output, str) else text_of(output)
-            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": text})
+            messages.append(
+                {"role": "tool", "tool_call_id": item.get("call_id"), "content": text_of(output)}
+            )
         else:
             messages.append({"role": f"<{kind} item>", "content": None})  # reported as skipped
         indexes.append(index)

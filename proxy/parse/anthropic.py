@@ -43,7 +43,7 @@ def parse_anthropic(body: Any) -> Conversation:
         message_count=len(messages),
     )
     system = body.get("system")
-    systems = [system if isinstance(system, str) else text_of(system)] if system else []
+    systems = [text_of(system)] if system else []
     for pos, message in enumerate(messages):
         path = ("messages", pos)
         if not isinstance(message, dict):

@@ -75,8 +75,7 @@ def parse_responses(body: Any) -> Conversation:
         if kind == "function_call_output":
             call_id, output = item.get("call_id"), item.get("output")
             if isinstance(call_id, str):
-                text = output if isinstance(output, str) else text_of(output)
-                conv.results.append(Result(pos, (*path, "output"), call_id, text))
+                conv.results.append(Result(pos, (*path, "output"), call_id, text_of(output)))
         elif kind == "message":
             text = text_of(item.get("content"))
             if role in ("system", "developer"):

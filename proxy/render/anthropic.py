@@ -92,19 +92,23 @@ def _stop_reason(turn: Turn) -> str:
     return "end_turn" if turn.final else "tool_use"
 
 
+def _message(
+    request: dict[str, Any], key: str, content: list[Any], stop: str | None, output_tokens: int
+) -> dict[str, Any]:
+    return {
+        "id": derived("msg_01", key, length=22),
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model") or "replay",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {**_usage(output_tokens), "service_tier": "standard"},
+    }
+
+
 def message_object(turn: Turn, request: dict[str, Any], *, key: str) -> bytes:
-    return orjson.dumps(
-        {
-            "id": derived("msg_01", key, length=22),
-            "type": "message",
-            "role": "assistant",
-            "model": request.get("model") or "replay",
-            "content": blocks(turn, request),
-            "stop_reason": _stop_reason(turn),
-            "stop_sequence": None,
-            "usage": {**_usage(0), "service_tier": "standard"},
-        }
-    )
+    return orjson.dumps(_message(request, key, blocks(turn, request), _stop_reason(turn), 0))
 
 
 def message_events(turn: Turn, request: dict[str, Any], *, key: str) -> list[bytes]:
@@ -116,17 +120,7 @@ def message_events(turn: Turn, request: dict[str, Any], *, key: str) -> list[byt
             f"event: {kind}\ndata: ".encode() + orjson.dumps({"type": kind, **data}) + b"\n\n"
         )
 
-    message: dict[str, Any] = {
-        "id": derived("msg_01", key, length=22),
-        "type": "message",
-        "role": "assistant",
-        "model": request.get("model") or "replay",
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {**_usage(1), "service_tier": "standard"},
-    }
-    emit("message_start", message=message)
+    emit("message_start", message=_message(request, key, [], None, 1))
     emit("ping")
     for index, block in enumerate(content):
         kind = block["type"]

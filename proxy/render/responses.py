@@ -11,7 +11,6 @@ byte-identical everywhere it appears; call_id is the recorded tool-call id.
 from __future__ import annotations
 
 import base64
-import time
 from typing import Any
 
 import orjson
@@ -131,22 +130,16 @@ def _output_text(text: str) -> dict[str, Any]:
     return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
 
 
-def response_object(
-    turn: Turn, request: dict[str, Any], *, key: str, created: int | None = None
-) -> bytes:
+def response_object(turn: Turn, request: dict[str, Any], *, key: str, created: int) -> bytes:
     """The non-streaming body."""
-    created = created or int(time.time())
     items = _Items(turn, key, request)
     return orjson.dumps(
         _envelope(derived("resp_rp1", key), request, created, "completed", items.output(), True)
     )
 
 
-def response_events(
-    turn: Turn, request: dict[str, Any], *, key: str, created: int | None = None
-) -> list[bytes]:
+def response_events(turn: Turn, request: dict[str, Any], *, key: str, created: int) -> list[bytes]:
     """The SSE events, one bytes object each."""
-    created = created or int(time.time())
     rid = derived("resp_rp1", key)
     items = _Items(turn, key, request)
     events: list[bytes] = []
