@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 from proxy.testing import ReplayProxy
 from tests.agent import TOOLS, agent_step, client, follow, start_messages
 from tests.conftest import ROOT, ProxyFactory
+from tests.load import proxy_process
 from tests.servers import FakeUpstream, Gate, running, status
 from tests.test_e2e_chat import RECORDED
 
@@ -100,6 +100,8 @@ def test_json_logs_one_line_per_request_without_credentials(
     _, upstream_url = upstream
     log = tmp_path / "proxy.log"
     args = [
+        "--trajectory",
+        str(ROOT / "examples/greeting.json"),
         "--upstream",
         upstream_url,
         "--upstream-api-key",
@@ -109,27 +111,15 @@ def test_json_logs_one_line_per_request_without_credentials(
         "--log-level",
         "info",
     ]
-    with log.open("w") as err:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "serve", "--port", "0", "--trajectory", str(ROOT / "examples/greeting.json"), *args],
-            stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT,
-        )  # fmt: skip
-        try:
-            assert process.stdout is not None
-            url = process.stdout.readline().rsplit("listening on ", 1)[1].strip()
-            body = json.loads((ROOT / "examples/greeting.json").read_text())[:2]
-            key = {"authorization": "Bearer sk-client-SECRET-2", "x-session-affinity": "log-1"}
-            httpx.post(
-                url + "/chat/completions",
-                json={"model": "m", "messages": body, "tools": TOOLS},
-                headers=key,
-            )
-            httpx.post(
-                url + "/chat/completions", json={"model": "m", "messages": body}, headers=key
-            )
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+    with log.open("w") as err, proxy_process(*args, log=err) as (url, _):
+        body = json.loads((ROOT / "examples/greeting.json").read_text())[:2]
+        key = {"authorization": "Bearer sk-client-SECRET-2", "x-session-affinity": "log-1"}
+        httpx.post(
+            url + "/chat/completions",
+            json={"model": "m", "messages": body, "tools": TOOLS},
+            headers=key,
+        )
+        httpx.post(url + "/chat/completions", json={"model": "m", "messages": body}, headers=key)
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     requests = [line for line in lines if line["logger"] == "proxy.requests"]
     assert [(r["session"], r["lane"], r["source"], r["turn"], r["status"]) for r in requests] == [
@@ -146,32 +136,28 @@ def test_sigterm_lets_the_stream_in_flight_finish_and_refuses_new_connections(
     fake, upstream_url = upstream
     gate = Gate()
     fake.then(gate.answer)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "proxy", "serve", "--port", "0", "--upstream", upstream_url, "--log-level", "info"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
-    try:
-        assert process.stdout is not None and process.stderr is not None
-        url = process.stdout.readline().rsplit("listening on ", 1)[1].strip()
-        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-        with httpx.stream("POST", url + "/chat/completions", json=body, timeout=60) as r:
-            lines = r.iter_lines()
-            assert next(lines).startswith("data: ")
-            process.send_signal(signal.SIGTERM)
-            for line in process.stderr:  # uvicorn says when it has stopped accepting
-                if "Waiting for connections to close" in line:
-                    break
-            with pytest.raises(httpx.TransportError):
-                httpx.get(url.removesuffix("/v1") + "/healthz", timeout=5)
-            gate.released.set()
-            assert [line for line in lines if line] == ["data: [DONE]"]  # the stream ended whole
-        # after a clean shutdown uvicorn re-raises the signal it caught, as a process should
-        assert process.wait(timeout=30) == -signal.SIGTERM
-    finally:
-        gate.released.set()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    args = ("--upstream", upstream_url, "--log-level", "info")
+    with proxy_process(*args, log=subprocess.PIPE) as (url, process):
+        try:
+            assert process.stderr is not None
+            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            with httpx.stream("POST", url + "/chat/completions", json=body, timeout=60) as r:
+                lines = r.iter_lines()
+                assert next(lines).startswith("data: ")
+                process.send_signal(signal.SIGTERM)
+                for line in process.stderr:  # uvicorn says when it has stopped accepting
+                    if "Waiting for connections to close" in line:
+                        break
+                with pytest.raises(httpx.TransportError):
+                    httpx.get(url.removesuffix("/v1") + "/healthz", timeout=5)
+                gate.released.set()
+                assert [line for line in lines if line] == [
+                    "data: [DONE]"
+                ]  # the stream ended whole
+            # after a clean shutdown uvicorn re-raises the signal it caught, as a process should
+            assert process.wait(timeout=30) == -signal.SIGTERM
+        finally:
+            gate.released.set()  # a failed assertion must not leave the stream hanging
 
 
 def test_the_testing_helper_and_its_pytest_fixture(
