@@ -165,9 +165,11 @@ class Sessions:
                     return
 
         now = time.time()
-        await self.store.update(session, change, now=now)
-        if taken:
-            event = {
+
+        def event(s: SessionState) -> Event | None:
+            if not taken:
+                return None
+            return {
                 "at": now,
                 "session": session,
                 "lane": "-",
@@ -175,7 +177,8 @@ class Sessions:
                 "turn": "-",
                 "detail": taken[0],
             }
-            await self.store.update(session, _touch, now=now, event=event)
+
+        await self.store.update(session, change, now=now, event=event)
         return taken[0] if taken else None
 
     async def record_error(self, session: str, lane: str, detail: str) -> None:
@@ -192,10 +195,6 @@ class Sessions:
             "detail": detail[:200],
         }
         await self.store.update(session, change, now=now, event=event)
-
-
-def _touch(s: SessionState) -> None:
-    """A change that changes nothing but last_seen (to log an event)."""
 
 
 def _event(session: str, lane: str, decision: Decision | None, now: float) -> Event:

@@ -81,6 +81,22 @@ async def test_a_failing_change_leaves_the_state_as_it_was(opener: Opener) -> No
     assert state is not None and state.scripted_responses == 1
 
 
+async def test_events_are_logged_with_their_change_newest_last(opener: Opener) -> None:
+    store = opener()
+    for i in range(5):
+        await store.update("s1", bump, now=float(i), event={"session": "s1", "detail": str(i)})
+
+    def decided(state: SessionState) -> dict[str, str] | None:  # decided by the changed state
+        return {"session": "s1", "detail": f"n={state.scripted_responses}"}
+
+    await store.update("s1", bump, now=5.0, event=decided)
+    await store.update("s1", bump, now=6.0, event=lambda state: None)  # nothing to log
+    events = await opener().events(limit=3)
+    assert [e["detail"] for e in events] == ["3", "4", "n=6"]
+    assert len(await store.events()) == 6
+    assert await store.events(limit=0) == []
+
+
 async def test_claims_scripts_sequences_and_delete(opener: Opener) -> None:
     a, b = opener(), opener()
     owners = await asyncio.gather(*(h.claim("traj", f"s{i}") for i, h in enumerate([a, b] * 5)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from proxy.store.state import Change, Event, SessionState
+from proxy.store.state import Change, Event, EventOf, SessionState
 
 __all__ = ["Change", "Event", "SessionState", "Store", "open_store"]
 
@@ -19,10 +19,10 @@ class Store(Protocol):
     async def get(self, session: str) -> SessionState | None: ...
 
     async def update(
-        self, session: str, change: Change, *, now: float, event: Event | None = None
+        self, session: str, change: Change, *, now: float, event: Event | EventOf | None = None
     ) -> SessionState:
         """Apply `change` to the session's state (created if missing) atomically, and log
-        `event` with it."""
+        `event` with it (if a function, what it returns for the changed state)."""
         ...
 
     async def events(self, limit: int = 200) -> list[Event]:

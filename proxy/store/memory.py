@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from proxy.store.state import EVENTS_KEPT, Change, Event, SessionState
+from proxy.store.state import EVENTS_KEPT, Change, Event, EventOf, SessionState, event_for
 
 
 class MemoryStore:
@@ -21,7 +21,7 @@ class MemoryStore:
         return self._sessions.get(session)
 
     async def update(
-        self, session: str, change: Change, *, now: float, event: Event | None = None
+        self, session: str, change: Change, *, now: float, event: Event | EventOf | None = None
     ) -> SessionState:
         state = self._sessions.get(session)
         if state is None:
@@ -31,13 +31,15 @@ class MemoryStore:
         change(state)
         state.last_seen = now
         self._sessions[session] = state
-        if event is not None:
-            self._events.append(event)
+        logged = event_for(event, state)
+        if logged is not None:
+            self._events.append(logged)
         return state
 
     async def events(self, limit: int = 200) -> list[Event]:
-        events = self._events
-        return list(events)[-limit:] if limit < len(events) else list(events)
+        if limit <= 0:
+            return []
+        return list(self._events)[-limit:]
 
     async def sessions(self) -> list[SessionState]:
         return list(self._sessions.values())

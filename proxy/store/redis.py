@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from proxy.store.state import EVENTS_KEPT, Change, Event, SessionState
+from proxy.store.state import EVENTS_KEPT, Change, Event, EventOf, SessionState, event_for
 
 PREFIX = "replay-proxy:"
 
@@ -64,14 +64,13 @@ class RedisStore:
         return None if raw is None else SessionState.from_dict(orjson.loads(raw))
 
     async def update(
-        self, session: str, change: Change, *, now: float, event: Event | None = None
+        self, session: str, change: Change, *, now: float, event: Event | EventOf | None = None
     ) -> SessionState:
         keys = [
             self._key("session", session),
             self._key("index", "sessions"),
             self._key("index", "events"),
         ]
-        logged = orjson.dumps(event) if event is not None else b""
         while True:
             raw = await self._redis.get(keys[0])
             if raw is None:
@@ -81,7 +80,9 @@ class RedisStore:
             change(state)
             state.last_seen = now
             new = orjson.dumps(state.to_dict())
-            args = [raw or b"", new, session, state.created, logged, EVENTS_KEPT]
+            logged = event_for(event, state)
+            line = orjson.dumps(logged) if logged is not None else b""
+            args = [raw or b"", new, session, state.created, line, EVENTS_KEPT]
             if await self._cas(keys=keys, args=args):
                 return state
             # another replica changed the session in between: read it again

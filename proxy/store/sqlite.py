@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import orjson
 
-from proxy.store.state import EVENTS_KEPT, Change, Event, SessionState
+from proxy.store.state import EVENTS_KEPT, Change, Event, EventOf, SessionState, event_for
 
 T = TypeVar("T")
 
@@ -69,7 +69,7 @@ class SqliteStore:
         return await self._run(read)
 
     async def update(
-        self, session: str, change: Change, *, now: float, event: Event | None = None
+        self, session: str, change: Change, *, now: float, event: Event | EventOf | None = None
     ) -> SessionState:
         def apply(db: sqlite3.Connection) -> SessionState:
             row = db.execute("SELECT state FROM sessions WHERE id = ?", (session,)).fetchone()
@@ -84,10 +84,11 @@ class SqliteStore:
                 "ON CONFLICT(id) DO UPDATE SET state = excluded.state",
                 (session, orjson.dumps(state.to_dict()), state.created),
             )
-            if event is not None:
+            logged = event_for(event, state)
+            if logged is not None:
                 cursor = db.execute(
                     "INSERT INTO events (session, data) VALUES (?, ?)",
-                    (session, orjson.dumps(event)),
+                    (session, orjson.dumps(logged)),
                 )
                 if (
                     cursor.lastrowid is not None and cursor.lastrowid % 100 == 0

@@ -79,3 +79,9 @@ EVENTS_KEPT = 10_000  # the recent-events log holds this many, across all sessio
 
 # One request as the status page shows it: {"at", "session", "lane", "source", "turn", "detail"}
 Event = dict[str, Any]
+# an event decided by the change: a function of the changed state (None: nothing to log)
+EventOf = Callable[[SessionState], Event | None]
+
+
+def event_for(event: Event | EventOf | None, state: SessionState) -> Event | None:
+    return event(state) if callable(event) else event
