@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from collections.abc import AsyncIterator
@@ -179,7 +180,18 @@ def factory() -> Front:
     data = os.environ.get(WORKER_SETTINGS)
     settings = Settings(**json.loads(data)) if data else Settings()
     configure_logging(settings)
-    return create_app(settings)
+    app = create_app(settings)
+    settle()
+    return app
+
+
+def settle() -> None:
+    """Before serving: what startup made (modules, the app, the loaded trajectories) is kept out
+    of the cyclic garbage collector's sight. A full collection otherwise walks all of it, a pause
+    that measured 50-90 ms with a thousand streams open (their p99 gap went from +10 to +52 ms);
+    those objects live as long as the process anyway."""
+    gc.collect()
+    gc.freeze()
 
 
 def configure_logging(settings: Settings) -> None:

@@ -163,7 +163,7 @@ def _settings(flags: dict[str, Any]) -> Settings:
 
 
 def serve(flags: dict[str, Any]) -> int:
-    from proxy.app import WORKER_SETTINGS, configure_logging, create_app
+    from proxy.app import WORKER_SETTINGS, configure_logging, create_app, settle
 
     try:
         settings = _settings(flags)
@@ -227,6 +227,7 @@ def serve(flags: dict[str, Any]) -> int:
         Multiprocess(config, sockets=[sock]).run()
         return 0
     app = create_app(settings, library=library)
+    settle()
     uvicorn.Server(uvicorn.Config(app, **common)).run(sockets=[sock])  # run() sets up uvloop
     return 0
 
