@@ -99,6 +99,13 @@ def ttfb(url: str, n: int = 400) -> float:
     return round(median(values[n // 10 :]) * 1000, 4)  # ms; the first tenth warms up
 
 
+def _sweep(out: dict[str, Any], name: str, url: str, pid: int, seconds: float) -> None:
+    """One scenario at every concurrency, JSON and streaming."""
+    for stream in (False, True):
+        for c in CONCURRENCY:
+            out[f"{name}/{_kind(stream)}/c{c}"] = measure(url, pid, stream, c, seconds)
+
+
 def run_once(seconds: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -109,11 +116,7 @@ def run_once(seconds: float) -> dict[str, Any]:
             with procs.proxy("--trajectory", str(traj)) as (scripted, scripted_pid):
                 answer_json = _fetch(scripted, False)
                 answer_sse = _fetch(scripted, True)
-                for stream in (False, True):
-                    for c in CONCURRENCY:
-                        out[f"scripted/{_kind(stream)}/c{c}"] = measure(
-                            scripted, scripted_pid, stream, c, seconds
-                        )
+                _sweep(out, "scripted", scripted, scripted_pid, seconds)
             (folder / "a.json").write_bytes(answer_json)
             (folder / "a.sse").write_bytes(answer_sse)
             with procs.process(
@@ -125,26 +128,12 @@ def run_once(seconds: float) -> dict[str, Any]:
                 "--events",
                 str(folder / "a.sse"),
             ) as (bare, bare_pid):
-                for stream in (False, True):
-                    for c in CONCURRENCY:
-                        out[f"bare/{_kind(stream)}/c{c}"] = measure(
-                            bare, bare_pid, stream, c, seconds
-                        )
-            for stream in (False, True):
-                for c in CONCURRENCY:
-                    out[f"direct/{_kind(stream)}/c{c}"] = measure(up, up_pid, stream, c, seconds)
+                _sweep(out, "bare", bare, bare_pid, seconds)
+            _sweep(out, "direct", up, up_pid, seconds)
             with procs.nginx(up) as (ngx, ngx_pid):
-                for stream in (False, True):
-                    for c in CONCURRENCY:
-                        out[f"nginx/{_kind(stream)}/c{c}"] = measure(
-                            ngx, ngx_pid, stream, c, seconds
-                        )
+                _sweep(out, "nginx", ngx, ngx_pid, seconds)
             with procs.proxy("--upstream", up) as (fwd, fwd_pid):
-                for stream in (False, True):
-                    for c in CONCURRENCY:
-                        out[f"forwarded/{_kind(stream)}/c{c}"] = measure(
-                            fwd, fwd_pid, stream, c, seconds
-                        )
+                _sweep(out, "forwarded", fwd, fwd_pid, seconds)
                 out["ttfb_ms/forwarded"] = ttfb(fwd)
             out["ttfb_ms/direct"] = ttfb(up)
     return out

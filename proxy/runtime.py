@@ -10,6 +10,7 @@ from proxy.dumps import Dumper
 from proxy.engine import Rules
 from proxy.incoming import Incoming
 from proxy.library import Library
+from proxy.logs import request_line
 from proxy.metrics import Metrics
 from proxy.recording import Exchange, Recorder
 from proxy.sessions import Sessions
@@ -33,6 +34,15 @@ class Runtime:
     @property
     def strict(self) -> bool:
         return self.rules.strict is not None
+
+    def answered(
+        self, api: str, session: str, lane: str, source: str, turn: str, status: int, started: float
+    ) -> None:
+        """What a request got, in the request log and the metrics (errors the front answers are
+        counted by front.answer_error)."""
+        ms = (time.perf_counter() - started) * 1000
+        request_line(api, session, lane, source, turn, status, ms)
+        self.metrics.answered(api, lane, source, status)
 
     def tap(
         self,

@@ -19,7 +19,6 @@ from proxy.conversation import Conversation, Lane, session_id
 from proxy.engine import Diverged, Forward, Scripted, Stop, decide
 from proxy.errors import PROXY_HEADERS, NotFound, ProxyError, ReplayDiverged, error_response
 from proxy.incoming import Incoming
-from proxy.logs import request_line
 from proxy.render.chat import chat_message
 from proxy.routes.strict import answer_recorded
 from proxy.runtime import Runtime
@@ -65,9 +64,9 @@ class InFlight:
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
 
     def done(self, source: str, turn: str, status: int) -> None:
-        ms = (time.perf_counter() - self.started) * 1000
-        request_line(self.api.name, self.session, self.lane, source, turn, status, ms)
-        self.runtime.metrics.answered(self.api.name, self.lane, source, status)
+        self.runtime.answered(
+            self.api.name, self.session, self.lane, source, turn, status, self.started
+        )
 
 
 async def serve(request: Incoming, runtime: Runtime, api: Api) -> Response:

@@ -13,7 +13,6 @@ from starlette.responses import Response
 
 from proxy.errors import BadRequest, ProxyError
 from proxy.incoming import Incoming
-from proxy.logs import request_line
 from proxy.names import is_valid_name
 from proxy.routes.strict import answer_recorded
 from proxy.runtime import Runtime
@@ -45,11 +44,8 @@ async def forward(request: Incoming, runtime: Runtime) -> Response:
                 tap.exchange.source = "error"
                 await tap.failed(error.status, error.body())
             raise
-    ms = (time.perf_counter() - started) * 1000
-    request_line(
-        LANE, session, LANE, source, f"{request.method} {request.path}", response.status_code, ms
-    )
-    runtime.metrics.answered(LANE, LANE, source, response.status_code)
+    turn = f"{request.method} {request.path}"
+    runtime.answered(LANE, session, LANE, source, turn, response.status_code, started)
     return response
 
 
