@@ -108,13 +108,14 @@ def targets(
             )
         )
     if s:
-        held = s["streams_within_budget"]
+        held, workers = s["streams_within_budget"], s.get("workers", 1)
+        who = "one worker" if workers == 1 else f"{workers} workers (the target is for one)"
         rows.append(
             (
-                "slow streams held by one worker within +10 ms p99 gap (nginx in brackets)",
+                f"slow streams held by {who} within +10 ms p99 gap (nginx in brackets)",
                 f"{held:g} ({s.get('nginx_streams_within_budget', 0):g})",
                 ">= 2000",
-                held >= 2000,
+                held >= 2000 and workers == 1,
             )
         )
     return rows
@@ -142,6 +143,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("suites", nargs="*", metavar="suite", help=f"default: all of {SUITES}")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure; the median is kept")
     parser.add_argument("--seconds", type=int, default=4, help="length of each wrk run")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="slow suite: proxy workers (more than one share a SQLite store); the target is for one",
+    )
     parser.add_argument(
         "--redis", metavar="URL", help="a Redis server for the stores suite (default: start one)"
     )
@@ -178,8 +185,9 @@ def main() -> None:
         }
         print(json.dumps(results["footprint"], indent=2))
     if "slow" in args.suites:
-        runs = [slow.suite() for _ in range(args.repeat)]
+        runs = [slow.suite(workers=args.workers) for _ in range(args.repeat)]
         results["slow"] = {
+            "workers": args.workers,
             "streams_within_budget": median(r["streams_within_budget"] for r in runs),
             "nginx_streams_within_budget": median(r["nginx_streams_within_budget"] for r in runs),
             "runs": runs,

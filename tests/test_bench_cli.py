@@ -12,11 +12,14 @@ def test_a_bare_run_means_every_suite() -> None:
 
 
 def test_named_suites_are_kept_in_order() -> None:
-    args = arguments(["stores", "footprint", "--repeat", "5", "--redis", "redis://127.0.0.1:1/0"])
-    assert (args.suites, args.repeat, args.redis) == (
-        ["stores", "footprint"],
+    args = arguments(
+        ["stores", "slow", "--repeat", "5", "--redis", "redis://127.0.0.1:1/0", "--workers", "2"]
+    )
+    assert (args.suites, args.repeat, args.redis, args.workers) == (
+        ["stores", "slow"],
         5,
         "redis://127.0.0.1:1/0",
+        2,
     )
 
 
