@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from proxy.apis import ANTHROPIC
+from proxy.apis import ANTHROPIC, CHAT, RESPONSES
 from proxy.errors import ProxyError, StoreUnavailable, error_response
 from proxy.incoming import Incoming, receive_request
 from proxy.routes import completions, forward
@@ -35,10 +35,10 @@ STORE_ERRORS = (
 OTHER = "other"  # the api label of everything that is not one of the three completion APIs
 # path -> (handler, api label); the label also picks the error shape, never the path's suffix
 ROUTES: dict[str, tuple[Handler, str]] = {
-    "/v1/chat/completions": (completions.chat, "chat"),
-    "/chat/completions": (completions.chat, "chat"),
-    "/v1/responses": (completions.responses, "responses"),
-    "/responses": (completions.responses, "responses"),
+    "/v1/chat/completions": (completions.chat, CHAT.name),
+    "/chat/completions": (completions.chat, CHAT.name),
+    "/v1/responses": (completions.responses, RESPONSES.name),
+    "/responses": (completions.responses, RESPONSES.name),
     # Claude Code adds ?beta=true: the query does not matter
     "/v1/messages": (completions.messages, ANTHROPIC.name),
     "/messages": (completions.messages, ANTHROPIC.name),

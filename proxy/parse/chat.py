@@ -41,15 +41,15 @@ def parse_chat(body: Any) -> Conversation:
     # the per-message work is what a long history costs: paths stay tuples, plain strings skip
     # text_of, and nothing is built for a message the decision does not read
     for pos, msg in enumerate(messages):
-        if type(msg) is not dict:
+        if not isinstance(msg, dict):
             where = path_of(("messages", pos))
             raise BadRequest(f"{where} must be an object", param=where)
         role = msg.get("role")
         content = msg.get("content")
-        if type(role) is not str:
+        if not isinstance(role, str):
             where = path_of(("messages", pos, "role"))
             raise BadRequest(f"{where} is missing", param=where)
-        text = content if type(content) is str else _text(pos, content)
+        text = content if isinstance(content, str) else _text(pos, content)
         if role == "assistant":
             raw = msg.get("tool_calls")
             calls = _calls(pos, raw) if raw is not None else []
@@ -58,7 +58,7 @@ def parse_chat(body: Any) -> Conversation:
                 replies.append(Reply(pos, path, text, calls, (*path, "tool_calls"), pos))
         elif role == "tool":
             call_id = msg.get("tool_call_id")
-            if type(call_id) is str:
+            if isinstance(call_id, str):
                 results.append(Result(pos, ("messages", pos, "content"), call_id, text))
         elif role == "user":
             users[pos] = text
@@ -78,21 +78,21 @@ def _text(pos: int, content: Any) -> str:
 
 
 def _calls(pos: int, raw: Any) -> list[Call]:
-    if type(raw) is not list:
+    if not isinstance(raw, list):
         where = path_of(("messages", pos, "tool_calls"))
         raise BadRequest(f"{where} must be an array", param=where)
     calls: list[Call] = []
     for j, call in enumerate(raw):
-        fn = call.get("function") if type(call) is dict else None
-        if type(fn) is not dict:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict):
             where = path_of(("messages", pos, "tool_calls", j, "function"))
             raise BadRequest(f"{where} must be an object", param=where)
         call_id, name, args = call.get("id"), fn.get("name"), fn.get("arguments")
         calls.append(
             Call(
-                call_id if type(call_id) is str else "",
-                name if type(name) is str else "",
-                args if type(args) is str else "",
+                call_id if isinstance(call_id, str) else "",
+                name if isinstance(name, str) else "",
+                args if isinstance(args, str) else "",
                 ("messages", pos, "tool_calls", j, "id"),
                 ("messages", pos, "tool_calls", j, "function", "name"),
             )
