@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import socket
 import sys
+import tempfile
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -224,12 +226,28 @@ def serve(flags: dict[str, Any]) -> int:
         config = uvicorn.Config(
             "proxy.app:factory", factory=True, workers=settings.workers, **common
         )
-        Multiprocess(config, sockets=[sock]).run()
+        with _shared_metrics():
+            Multiprocess(config, sockets=[sock]).run()
         return 0
     app = create_app(settings, library=library)
     settle()
     uvicorn.Server(uvicorn.Config(app, **common)).run(sockets=[sock])  # run() sets up uvloop
     return 0
+
+
+@contextlib.contextmanager
+def _shared_metrics() -> Iterator[None]:
+    """Workers write their metrics to files in one folder (prometheus_client's multiprocess
+    mode), so a scrape of any worker reports the sum of all; the workers inherit the variable."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        yield  # the operator's own folder, kept
+        return
+    with tempfile.TemporaryDirectory(prefix="replay-proxy-metrics-") as folder:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
+        try:
+            yield
+        finally:
+            del os.environ["PROMETHEUS_MULTIPROC_DIR"]
 
 
 async def _check_store(url: str) -> None:

@@ -20,6 +20,7 @@ from tests.load import (
     session_name,
     write_trajectories,
 )
+from tests.test_operations import metric
 
 SESSIONS = 200
 TURNS = 20
@@ -55,6 +56,12 @@ def test_200_sessions_x_20_turns_through_2_workers_on_sqlite(tmp_path: Path) -> 
     with proxy_process(*args) as (url, _):
         got = asyncio.run(replay([url], range(SESSIONS), TURNS))
         check_everything(got, statuses(url))
+        metrics = httpx.get(url.removesuffix("/v1") + "/metrics").text
+    # whichever worker answers the scrape reports what both served
+    scripted = {"api": "chat", "lane": "main", "source": "scripted", "status": "200"}
+    assert metric(metrics, "replay_proxy_requests_total", **scripted) == SESSIONS * (
+        TURNS + TURNS // 5
+    )
 
 
 def test_200_sessions_x_20_turns_through_2_replicas_on_one_redis(

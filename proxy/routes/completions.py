@@ -118,12 +118,12 @@ async def _main(call: InFlight) -> Response:
     )
     observed = decision.observations.divergence
     if observed is not None:
-        runtime.metrics.divergences.labels("observation").inc()
+        runtime.metrics.diverged("observation")
         if not isinstance(decision, Diverged):
             log.warning("session=%s %s", call.session, observed.describe())
 
     if isinstance(decision, Diverged):
-        runtime.metrics.divergences.labels(decision.divergence.kind).inc()
+        runtime.metrics.diverged(decision.divergence.kind)
         error = _diverged(call.session, script, decision)
         call.done("diverged", f"{decision.divergence.turn}/{decision.total}", error.status)
         if call.tap is not None:
@@ -135,7 +135,7 @@ async def _main(call: InFlight) -> Response:
         return _answer(call, decision, script)
     assert isinstance(decision, Forward)
     if decision.divergence is not None:
-        runtime.metrics.divergences.labels(decision.divergence.kind).inc()
+        runtime.metrics.diverged(decision.divergence.kind)
     if runtime.strict:
         raise NotFound(
             f"strict replay: session {call.session} has no recording to replay (--mode strict never "
