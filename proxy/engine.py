@@ -14,7 +14,7 @@ with the same history get the same turn.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -92,11 +92,16 @@ class Observations:
     divergence: Divergence | None = None  # a result that differs from the recorded output
 
 
+# Decisions are frozen, so these are shared: a frozen dataclass costs three times a plain one to
+# make (object.__setattr__ per field), and most requests of an unscripted session get NO_SCRIPT.
+NOTHING_SEEN = Observations()
+
+
 @dataclass(frozen=True, slots=True)
 class Scripted:
     turn: Turn
     total: int
-    observations: Observations = field(default_factory=Observations)
+    observations: Observations = NOTHING_SEEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,23 +110,25 @@ class Forward:
     held: int = 0  # scripted turns the history holds
     splice: tuple[Insertion, ...] = ()
     divergence: Divergence | None = None  # set when the session goes live on a divergence
-    observations: Observations = field(default_factory=Observations)
+    observations: Observations = NOTHING_SEEN
 
 
 @dataclass(frozen=True, slots=True)
 class Stop:
     total: int
-    observations: Observations = field(default_factory=Observations)
+    observations: Observations = NOTHING_SEEN
 
 
 @dataclass(frozen=True, slots=True)
 class Diverged:
     divergence: Divergence
     total: int
-    observations: Observations = field(default_factory=Observations)
+    observations: Observations = NOTHING_SEEN
 
 
 Decision = Scripted | Forward | Stop | Diverged
+NO_SCRIPT = Forward(ForwardReason.NO_SCRIPT)
+LIVE_AFTER_DIVERGENCE = Forward(ForwardReason.DIVERGED)
 
 
 def decide(
@@ -134,13 +141,13 @@ def decide(
 ) -> Decision:
     """The decision for a main-lane request (tool-bearing, not a subagent's)."""
     if script is None:
-        return Forward(ForwardReason.NO_SCRIPT)
+        return NO_SCRIPT
     if live_after_divergence:
-        return Forward(ForwardReason.DIVERGED)
+        return LIVE_AFTER_DIVERGENCE
     turns = script.turns
     total = len(turns)
     held, divergence, replies = match_history(conv, turns)
-    seen = observe(conv, script, held, rules.masks) if divergence is None else Observations()
+    seen = observe(conv, script, held, rules.masks) if divergence is None else NOTHING_SEEN
     judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
     if divergence is None and seen.divergence is not None and judged:
         divergence = seen.divergence
@@ -215,7 +222,7 @@ def observe(
     """Which scripted calls have results in the request, and whether the newest ones match the
     recorded outputs (older ones were checked when they were newest)."""
     if held == 0 or not conv.results:
-        return Observations()
+        return NOTHING_SEEN
     results = {r.call_id: r for r in conv.results}
     api = conv.api
     returned = tuple(

@@ -28,7 +28,11 @@ from proxy.trajectory import Trajectory
 @dataclass(frozen=True, slots=True)
 class Binding:
     trajectory: Trajectory | None
-    state: SessionState
+    state: SessionState | None  # None: a session the store has not seen yet, with no script
+
+    @property
+    def live_after_divergence(self) -> bool:
+        return self.state is not None and self.state.live_reason == "diverged"
 
 
 class Sessions:
@@ -52,7 +56,7 @@ class Sessions:
             return Binding(trajectory, state)
         trajectory, source = await self._choose(session, conv, wanted)
         if trajectory is None:
-            return Binding(None, state or SessionState(session, time.time(), time.time()))
+            return Binding(None, state)
         task_match = None if trajectory.task is None else _same_task(trajectory.task, conv.task)
 
         def bind(s: SessionState) -> None:

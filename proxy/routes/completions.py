@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -46,7 +46,7 @@ async def messages(incoming: Incoming, runtime: Runtime) -> Response:
     return await serve(incoming, runtime, ANTHROPIC)
 
 
-@dataclass
+@dataclass(slots=True)
 class InFlight:
     """One request on its way through, with what every step needs to know about it."""
 
@@ -60,8 +60,8 @@ class InFlight:
     lane: Lane
     parent: str | None
     tap: Tap | None  # only with --record-dir or --dump-dir
-    started: float = field(default_factory=time.perf_counter)
-    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    started: float  # time.perf_counter() when it came in
+    headers: list[tuple[bytes, bytes]]  # added to the answer's
 
     def done(self, source: str, turn: str, status: int) -> None:
         self.runtime.answered(
@@ -85,8 +85,10 @@ async def serve(request: Incoming, runtime: Runtime, api: Api) -> Response:
         stream=conv.stream,
         perf_start=started,
     )
-    call = InFlight(request, runtime, api, conv, body, raw, session, lane, parent, tap, started)
-    call.headers.append((b"x-replay-session", session.encode()))
+    headers = [(b"x-replay-session", session.encode())]
+    call = InFlight(
+        request, runtime, api, conv, body, raw, session, lane, parent, tap, started, headers
+    )
 
     if lane is not Lane.MAIN:
         if runtime.strict:
@@ -109,7 +111,7 @@ async def _main(call: InFlight) -> Response:
     decision = decide(
         conv,
         script,
-        live_after_divergence=binding.state.live_reason == "diverged",
+        live_after_divergence=binding.live_after_divergence,
         rules=runtime.rules,
         body=call.body if runtime.strict else None,
     )
