@@ -119,10 +119,21 @@ async def test_refused_and_timeouts_are_their_own_errors() -> None:
             await asyncio.sleep(0.01)
         writer.close()
 
+    async def answers_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await silent(reader, writer)
+
     try:
         async for url in _serve(silent):
             with pytest.raises(TimedOut, match=r"no data from the upstream for 0\.2 s"):
                 await _body(_pool(url, read=0.2))
+        async for url in _serve(answers_once):
+            pool = _pool(url, read=0.2)
+            assert await _body(pool) == (200, b"ok")
+            assert len(pool.idle) == 1  # kept alive, its read timer still armed from that answer
+            with pytest.raises(TimedOut, match=r"no data from the upstream for 0\.2 s"):
+                await _body(pool)  # the same connection, silent now
         async for url in _serve(trickle):
             with pytest.raises(TimedOut, match=r"no whole answer within 0\.3 s"):
                 await _body(_pool(url, read=5, total=0.3))
