@@ -94,7 +94,7 @@ class Conversation:
         """Only a request that lets the model call a tool may take a scripted turn."""
         if self.tool_choice_none:
             return False
-        return any(name != NOOP_TOOL for name in self.tools)
+        return self.tools.count(NOOP_TOOL) < len(self.tools)  # no generator made per request
 
     def lane(self, *, subagent: bool) -> Lane:
         if subagent:

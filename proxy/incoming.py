@@ -35,23 +35,26 @@ class Incoming:
 
 
 async def receive_request(scope: Scope, receive: Receive, limit: int) -> Incoming:
-    raw = list(scope["headers"])
-    headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in raw}
+    raw = scope["headers"]
+    # ASGI servers give header names in lower case (the spec says so): decoded, not lowered
+    headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in raw}
     declared = headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the request body has {declared} bytes; the limit is {limit}")
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    query = scope.get("query_string", b"").decode("latin-1")
-    return Incoming(scope["method"], scope["path"], query, raw, headers, b"".join(chunks))
+    message = await receive()
+    body = message.get("body", b"")
+    if message.get("more_body", False):  # a body in pieces: gathered, within the limit
+        chunks = [body]
+        size = len(body)
+        while message.get("more_body", False):
+            message = await receive()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
+            chunks.append(chunk)
+        body = b"".join(chunks)
+    if len(body) > limit:
+        raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
+    query = scope["query_string"].decode("latin-1")
+    return Incoming(scope["method"], scope["path"], query, raw, headers, body)

@@ -104,19 +104,21 @@ class Upstream:
     ) -> list[tuple[bytes, bytes]]:
         """`identity`: ask for an uncompressed answer (the proxy keeps a copy to record)."""
         drop = _NOT_FORWARDED_IDENTITY if identity else _NOT_FORWARDED
-        for raw, value in headers:
-            if raw.lower() == b"connection":  # headers named in Connection are hop-by-hop too
-                drop = drop | {v.strip().lower() for v in value.split(b",")}
         out: list[tuple[bytes, bytes]] = []
         used: set[bytes] = set()
-        for raw_name, value in headers:
-            name = raw_name.lower()
+        named: set[bytes] = set()  # headers named in Connection are hop-by-hop too
+        for name, value in headers:  # ASGI names are lower case
             if name in drop or name.startswith(b"x-replay-"):
+                if name == b"connection":
+                    named.update(v.strip().lower() for v in value.split(b","))
                 continue
             if self._api_key is not None and name in _CREDENTIALS:
                 used.add(name)
                 continue
-            out.append((raw_name, value))
+            out.append((name, value))
+        if named:
+            out = [(name, value) for name, value in out if name not in named]
+            used -= named
         if identity:
             out.append((b"accept-encoding", b"identity"))
         if self._api_key is not None:
@@ -196,9 +198,16 @@ class PassThrough(Response):
         self.answer = answer
         self.status_code = answer.status
         self.background = None
-        self.raw_headers = [(n, v) for n, v in answer.headers if n.lower() not in HOP_BY_HOP]
-        self.raw_headers.append((b"x-replay-source", b"upstream"))
-        content_type = next((v for n, v in answer.headers if n.lower() == b"content-type"), b"")
+        headers: list[tuple[bytes, bytes]] = []
+        content_type = b""
+        for name, value in answer.headers:  # as the upstream wrote them: any case
+            lower = name.lower()
+            if lower not in HOP_BY_HOP:
+                headers.append((name, value))
+                if lower == b"content-type" and not content_type:
+                    content_type = value
+        headers.append((b"x-replay-source", b"upstream"))
+        self.raw_headers = headers
         self.content_type = content_type.decode("latin-1")
         self.is_sse = self.content_type.startswith("text/event-stream")
         self.on_complete = on_complete

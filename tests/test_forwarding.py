@@ -1,9 +1,11 @@
-"""Forwarded streams pass through as they arrive, and a client that leaves closes the upstream."""
+"""Forwarded streams pass through as they arrive, a client that leaves closes the upstream, and
+only end-to-end headers go upstream."""
 
 from __future__ import annotations
 
 import httpx
 
+from proxy.upstream import Upstream
 from tests.conftest import ProxyFactory
 from tests.servers import FakeUpstream, Gate
 
@@ -47,3 +49,29 @@ def test_a_client_that_disconnects_closes_its_upstream_request(
             assert not gate.released.is_set()
     finally:
         gate.released.set()
+
+
+def test_request_headers_drop_hop_by_hop_and_proxy_headers_and_swap_the_key() -> None:
+    sent = [
+        (b"connection", b"keep-alive, x-trace"),
+        (b"x-trace", b"hop"),  # named in Connection: hop-by-hop too
+        (b"keep-alive", b"timeout=5"),
+        (b"host", b"proxy:8080"),
+        (b"content-length", b"2"),
+        (b"x-replay-trajectory", b"t"),
+        (b"accept-encoding", b"gzip"),
+        (b"x-api-key", b"sk-client"),
+        (b"user-agent", b"agent/1"),
+    ]
+    assert Upstream("http://u/v1").request_headers(sent) == [
+        (b"accept-encoding", b"gzip"),
+        (b"x-api-key", b"sk-client"),
+        (b"user-agent", b"agent/1"),
+    ]
+    # with the proxy's own key, the client's is replaced the way that client sends it
+    keyed = Upstream("http://u/v1", api_key="sk-up").request_headers(sent, identity=True)
+    assert keyed == [
+        (b"user-agent", b"agent/1"),
+        (b"accept-encoding", b"identity"),
+        (b"x-api-key", b"sk-up"),
+    ]
