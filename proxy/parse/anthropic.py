@@ -29,18 +29,21 @@ def parse_anthropic(body: Any) -> Conversation:
     if tools is not None and not isinstance(tools, list):
         raise BadRequest("'tools' must be an array", param="tools")
     choice = body.get("tool_choice")
-    conv = Conversation(
-        api="anthropic",
-        model=model,
-        stream=body.get("stream") is True,
-        include_usage=False,
-        tools=tuple(
+    conv = Conversation(  # positional: keyword arguments cost as much as the rest of __init__
+        "anthropic",
+        model,
+        body.get("stream") is True,
+        False,  # include_usage
+        tuple(
             t["name"] for t in tools or [] if isinstance(t, dict) and isinstance(t.get("name"), str)
         ),
-        tool_choice_none=isinstance(choice, dict) and choice.get("type") == "none",
-        system="",
-        task=None,
-        message_count=len(messages),
+        isinstance(choice, dict) and choice.get("type") == "none",  # tool_choice_none
+        "",  # system
+        None,  # task
+        [],  # replies
+        [],  # results
+        {},  # users
+        len(messages),  # message_count
     )
     system = body.get("system")
     systems = [text_of(system)] if system else []

@@ -25,16 +25,19 @@ def parse_chat(body: Any) -> Conversation:
     if not isinstance(model, str):
         raise BadRequest("'model' must be a string", param="model")
     options = body.get("stream_options")
-    conv = Conversation(
-        api="chat",
-        model=model,
-        stream=body.get("stream") is True,
-        include_usage=isinstance(options, dict) and options.get("include_usage") is True,
-        tools=_tool_names(body),
-        tool_choice_none=body.get("tool_choice") == "none",
-        system="",
-        task=None,
-        message_count=len(messages),
+    conv = Conversation(  # positional: keyword arguments cost as much as the rest of __init__
+        "chat",
+        model,
+        body.get("stream") is True,
+        isinstance(options, dict) and options.get("include_usage") is True,  # include_usage
+        _tool_names(body),
+        body.get("tool_choice") == "none",  # tool_choice_none
+        "",  # system
+        None,  # task
+        [],  # replies
+        [],  # results
+        {},  # users
+        len(messages),  # message_count
     )
     systems: list[str] = []
     replies, results, users = conv.replies, conv.results, conv.users

@@ -30,17 +30,19 @@ def parse_responses(body: Any) -> Conversation:
     if not isinstance(model, str):
         raise BadRequest("'model' must be a string", param="model")
     choice = body.get("tool_choice")
-    conv = Conversation(
-        api="responses",
-        model=model,
-        stream=body.get("stream") is True,
-        include_usage=False,
-        tools=tool_names(body.get("tools")),
-        tool_choice_none=choice == "none"
-        or (isinstance(choice, dict) and choice.get("type") == "none"),
-        system="",
-        task=None,
-        message_count=len(items),
+    conv = Conversation(  # positional: keyword arguments cost as much as the rest of __init__
+        "responses",
+        model,
+        body.get("stream") is True,
+        False,  # include_usage
+        tool_names(body.get("tools")),
+        choice == "none" or (isinstance(choice, dict) and choice.get("type") == "none"),
+        "",  # system
+        None,  # task
+        [],  # replies
+        [],  # results
+        {},  # users
+        len(items),  # message_count
     )
     instructions = body.get("instructions")
     systems = [instructions] if isinstance(instructions, str) and instructions else []
