@@ -11,8 +11,7 @@ Binding order, first that applies, once per session (it then sticks):
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from proxy.conversation import Conversation, Lane
 from proxy.engine import Decision, Diverged, Divergence, Forward, ForwardReason, Scripted, Stop
@@ -25,8 +24,7 @@ from proxy.store.state import Event, SessionState
 from proxy.trajectory import Trajectory
 
 
-@dataclass(frozen=True, slots=True)
-class Binding:
+class Binding(NamedTuple):  # not a frozen dataclass: one is made per request, at 3x the cost
     trajectory: Trajectory | None
     state: SessionState | None  # None: a session the store has not seen yet, with no script
 
