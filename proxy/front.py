@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import redis.exceptions
 from fastapi import FastAPI
@@ -34,14 +35,17 @@ STORE_ERRORS = (
 )
 OTHER = "other"  # the api label of everything that is not one of the three completion APIs
 # path -> (handler, api label); the label also picks the error shape, never the path's suffix
+_CHAT = partial(completions.serve, api=CHAT)
+_RESPONSES = partial(completions.serve, api=RESPONSES)
+_MESSAGES = partial(completions.serve, api=ANTHROPIC)
 ROUTES: dict[str, tuple[Handler, str]] = {
-    "/v1/chat/completions": (completions.chat, CHAT.name),
-    "/chat/completions": (completions.chat, CHAT.name),
-    "/v1/responses": (completions.responses, RESPONSES.name),
-    "/responses": (completions.responses, RESPONSES.name),
+    "/v1/chat/completions": (_CHAT, CHAT.name),
+    "/chat/completions": (_CHAT, CHAT.name),
+    "/v1/responses": (_RESPONSES, RESPONSES.name),
+    "/responses": (_RESPONSES, RESPONSES.name),
     # Claude Code adds ?beta=true: the query does not matter
-    "/v1/messages": (completions.messages, ANTHROPIC.name),
-    "/messages": (completions.messages, ANTHROPIC.name),
+    "/v1/messages": (_MESSAGES, ANTHROPIC.name),
+    "/messages": (_MESSAGES, ANTHROPIC.name),
 }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from proxy.apis import ANTHROPIC, CHAT, RESPONSES, Api
+from proxy.apis import ANTHROPIC, Api
 from proxy.conversation import Conversation, Lane, session_id
 from proxy.engine import Diverged, Forward, Scripted, Stop, decide
 from proxy.errors import PROXY_HEADERS, NotFound, ProxyError, ReplayDiverged, error_response
@@ -32,18 +32,6 @@ STOP_TEXT = (
     "[replay-proxy] The script is complete: all {total} scripted turns were served, and "
     "--after-script stop ends the run here instead of going live."
 )
-
-
-async def chat(incoming: Incoming, runtime: Runtime) -> Response:
-    return await serve(incoming, runtime, CHAT)
-
-
-async def responses(incoming: Incoming, runtime: Runtime) -> Response:
-    return await serve(incoming, runtime, RESPONSES)
-
-
-async def messages(incoming: Incoming, runtime: Runtime) -> Response:
-    return await serve(incoming, runtime, ANTHROPIC)
 
 
 @dataclass(slots=True)
@@ -69,7 +57,7 @@ class InFlight:
         )
 
 
-async def serve(request: Incoming, runtime: Runtime, api: Api) -> Response:
+async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
     started = time.perf_counter()
     raw, body = request.body, request.json()
     conv = api.parse(body)
