@@ -220,6 +220,7 @@ def serve(flags: dict[str, Any]) -> int:
         "timeout_keep_alive": settings.keep_alive_timeout,
         "timeout_graceful_shutdown": settings.shutdown_timeout,
         "proxy_headers": False,  # nothing reads the client address; one less layer per request
+        "server_header": False,  # a forwarded answer keeps the upstream's, not a second one
     }
     if settings.workers > 1:
         os.environ[WORKER_SETTINGS] = settings.worker_env()

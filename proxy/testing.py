@@ -42,7 +42,9 @@ def serving(app: Any) -> Iterator[str]:
     sock.listen(1024)
     port = sock.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", log_config=None)
+        uvicorn.Config(
+            app, log_level="warning", lifespan="on", log_config=None, server_header=False
+        )
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -41,6 +41,8 @@ HOP_BY_HOP = frozenset(
 _NOT_FORWARDED = HOP_BY_HOP | {b"host", b"content-length"}
 _NOT_FORWARDED_IDENTITY = _NOT_FORWARDED | {b"accept-encoding"}
 _CREDENTIALS = frozenset({b"authorization", b"x-api-key", b"api-key"})
+# the answer's Date is the proxy's (uvicorn adds it): the upstream's would make a second one
+_NOT_RETURNED = HOP_BY_HOP | {b"date"}
 
 
 def display_url(url: str) -> str:
@@ -202,7 +204,7 @@ class PassThrough(Response):
         content_type = b""
         for name, value in answer.headers:  # as the upstream wrote them: any case
             lower = name.lower()
-            if lower not in HOP_BY_HOP:
+            if lower not in _NOT_RETURNED:
                 headers.append((name, value))
                 if lower == b"content-type" and not content_type:
                     content_type = value

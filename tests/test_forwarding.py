@@ -7,7 +7,7 @@ import httpx
 
 from proxy.upstream import Upstream
 from tests.conftest import ProxyFactory
-from tests.servers import FakeUpstream, Gate
+from tests.servers import FakeUpstream, Gate, status
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 
@@ -75,3 +75,18 @@ def test_request_headers_drop_hop_by_hop_and_proxy_headers_and_swap_the_key() ->
         (b"accept-encoding", b"identity"),
         (b"x-api-key", b"sk-up"),
     ]
+
+
+def test_a_forwarded_answer_has_one_date_and_the_upstreams_server_header(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str]
+) -> None:
+    fake, upstream_url = upstream
+    ok = {"choices": []}
+    fake.then(status(200, ok, {"server": "llm-edge"}), status(200, ok, {"server": "llm-edge"}))
+    direct = httpx.post(upstream_url + "/chat/completions", json=BODY)
+    assert direct.headers.get_list("date")  # the upstream sends its own Date
+    with proxy(upstream=upstream_url) as url:
+        r = httpx.post(url + "/chat/completions", json=BODY)
+    assert r.status_code == 200 and r.headers["x-replay-source"] == "upstream"
+    assert len(r.headers.get_list("date")) == 1  # the proxy's, not also the upstream's
+    assert r.headers.get_list("server") == ["llm-edge"]  # not also "uvicorn"
