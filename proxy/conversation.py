@@ -82,12 +82,13 @@ class Conversation:
     include_usage: bool
     tools: tuple[str, ...]  # names of the tools offered
     tool_choice_none: bool
-    system: str
-    task: str | None  # the first user message
+    message_count: int
+    # filled in by the parser as it reads the history
+    system: str = ""
+    task: str | None = None  # the first user message
     replies: list[Reply] = field(default_factory=list)
     results: list[Result] = field(default_factory=list)
     users: dict[int, str] = field(default_factory=dict)  # position -> text of user messages
-    message_count: int = 0
 
     @property
     def takes_tools(self) -> bool:

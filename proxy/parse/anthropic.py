@@ -38,11 +38,6 @@ def parse_anthropic(body: Any) -> Conversation:
             t["name"] for t in tools or [] if isinstance(t, dict) and isinstance(t.get("name"), str)
         ),
         isinstance(choice, dict) and choice.get("type") == "none",  # tool_choice_none
-        "",  # system
-        None,  # task
-        [],  # replies
-        [],  # results
-        {},  # users
         len(messages),  # message_count
     )
     system = body.get("system")

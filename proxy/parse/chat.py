@@ -32,11 +32,6 @@ def parse_chat(body: Any) -> Conversation:
         isinstance(options, dict) and options.get("include_usage") is True,  # include_usage
         _tool_names(body),
         body.get("tool_choice") == "none",  # tool_choice_none
-        "",  # system
-        None,  # task
-        [],  # replies
-        [],  # results
-        {},  # users
         len(messages),  # message_count
     )
     systems: list[str] = []

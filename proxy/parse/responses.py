@@ -37,11 +37,6 @@ def parse_responses(body: Any) -> Conversation:
         False,  # include_usage
         tool_names(body.get("tools")),
         choice == "none" or (isinstance(choice, dict) and choice.get("type") == "none"),
-        "",  # system
-        None,  # task
-        [],  # replies
-        [],  # results
-        {},  # users
         len(items),  # message_count
     )
     instructions = body.get("instructions")
