@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.metrics_core import (
@@ -75,7 +75,6 @@ class Metrics:
         self.requests: dict[RequestKey, int] = {}
         self.divergences: dict[str, int] = {}
         self.timings: dict[str, tuple[Timing, Timing]] = {}  # api -> (to last byte, to first)
-        self.active_sessions = 0
         self.files = Files() if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else None
 
     def answered(self, api: str, lane: str, source: str, status: int) -> None:
@@ -103,13 +102,18 @@ class Metrics:
 
     async def exposition(self, store: Store) -> bytes:
         cutoff = time.time() - ACTIVE_WINDOW
-        self.active_sessions = sum(1 for s in await store.sessions() if s.last_seen >= cutoff)
+        active = sum(1 for s in await store.sessions() if s.last_seen >= cutoff)
+        gauge = GaugeMetricFamily(
+            "replay_proxy_active_sessions",
+            f"Sessions with a request in the last {ACTIVE_WINDOW // 60} minutes",
+            value=active,
+        )
         registry = CollectorRegistry(auto_describe=False)
         if self.files is not None:
             MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-            registry.register(_Collected(self._active))
+            registry.register(_Collected([gauge]))
         else:
-            registry.register(_Collected(self._families))
+            registry.register(_Collected([*self._families(), gauge]))
         return generate_latest(registry)
 
     def _families(self) -> Iterator[Metric]:
@@ -127,14 +131,6 @@ class Metrics:
                 timing = timings[index]
                 histogram.add_metric([api], timing.buckets(), timing.total)
             yield histogram
-        yield from self._active()
-
-    def _active(self) -> Iterator[Metric]:
-        yield GaugeMetricFamily(
-            "replay_proxy_active_sessions",
-            f"Sessions with a request in the last {ACTIVE_WINDOW // 60} minutes",
-            value=self.active_sessions,
-        )
 
 
 class Files:
@@ -150,13 +146,13 @@ class Files:
 
 
 class _Collected:
-    """A collector over a function that yields metric families at scrape time."""
+    """A collector of metric families made for one scrape."""
 
-    def __init__(self, families: Callable[[], Iterator[Metric]]) -> None:
+    def __init__(self, families: list[Metric]) -> None:
         self.families = families
 
     def collect(self) -> Iterable[Metric]:
-        return self.families()
+        return self.families
 
     def describe(self) -> list[Metric]:
         return []  # no names to reserve: the registry is made for one scrape
