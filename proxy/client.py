@@ -19,7 +19,7 @@ import asyncio
 import collections
 import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 import httptools
@@ -53,6 +53,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.waiter: asyncio.Future[None] | None = None
+        self.listener: Callable[[], None] | None = None  # called instead of waking a waiter
         self.timer: asyncio.TimerHandle | None = None
         self.parser = httptools.HttpResponseParser(self)  # llhttp reads answer after answer
         self.bodiless = False  # the answer to a HEAD request has no body, whatever it says
@@ -69,6 +70,7 @@ class Connection(asyncio.Protocol):
         self.answered = False  # any byte of an answer arrived
         self.error: ClientError | None = None
         self.last_read = self.loop.time()
+        self.listener = None
 
     # asyncio.Protocol
 
@@ -88,6 +90,8 @@ class Connection(asyncio.Protocol):
             self.fail(Broken("the upstream switched protocols"))
         except httptools.HttpParserError as exc:
             self.fail(Broken(f"the upstream sent something that is not HTTP: {exc}"))
+        if self.listener is not None:  # once per read, with all of its body
+            self.listener()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -118,10 +122,10 @@ class Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
         self.queued += len(body)
-        if self.queued > HIGH_WATER and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
-        self.wake()
+        if self.queued > HIGH_WATER:
+            self.pause()
+        if self.listener is None:  # a listener hears of it at the end of the read
+            self.wake()
 
     def on_message_complete(self) -> None:
         self.complete = True
@@ -142,18 +146,33 @@ class Connection(asyncio.Protocol):
         waiter, self.waiter = self.waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        if self.listener is not None:
+            self.listener()
+
+    def pause(self) -> None:
+        if not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self.paused and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
 
     async def wait(self, read_timeout: float) -> None:
         self.waiter = self.loop.create_future()
+        self.arm(read_timeout)
+        await self.waiter
+
+    def arm(self, read_timeout: float) -> None:
         if self.timer is None:
             self.timer = self.loop.call_at(
                 self.last_read + read_timeout, self._check_idle, read_timeout
             )
-        await self.waiter
 
     def _check_idle(self, read_timeout: float) -> None:
         self.timer = None
-        if self.waiter is None:
+        if self.waiter is None and self.listener is None:
             return  # nobody waits: the next wait arms the timer again
         idle_until = self.last_read + read_timeout
         if self.loop.time() >= idle_until:
@@ -185,37 +204,67 @@ class Answer:
         conn = self.conn
         if conn is None or not conn.complete:
             return None
-        body = b"".join(conn.body)
-        conn.body.clear()
-        conn.queued = 0
-        if conn.paused and conn.transport is not None:
-            conn.paused = False
-            conn.transport.resume_reading()
+        body = self.take()
         self.done = True
         return body
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """Everything that has arrived, in as few pieces as possible: no added latency when the
-        upstream is slower than the client, fewer sends when it is faster."""
+    def take(self) -> bytes:
+        """All of the body that has arrived and was not taken yet, in one piece (b"" if none):
+        no added latency when the upstream is slower than the client, fewer sends when faster."""
         conn = self.conn
         assert conn is not None
         body = conn.body
+        if not body:
+            chunk = b""
+        elif len(body) == 1:
+            chunk = body.popleft()
+        else:
+            chunk = b"".join(body)
+            body.clear()
+        conn.queued -= len(chunk)
+        if conn.queued < LOW_WATER:
+            conn.resume()
+        return chunk
+
+    def over(self) -> bool:
+        """True once all of the body has arrived and been taken; raises what broke it off."""
+        conn = self.conn
+        assert conn is not None
+        if conn.body:
+            return False
+        if conn.complete:
+            self.done = True
+            return True
+        if conn.error is not None:
+            raise conn.error
+        return False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body, piece by piece as it arrives."""
+        conn = self.conn
+        assert conn is not None
         while True:
-            if body:
-                chunk = body.popleft() if len(body) == 1 else b"".join(body)
-                body.clear()
-                conn.queued -= len(chunk)
-                if conn.paused and conn.queued < LOW_WATER and conn.transport is not None:
-                    conn.paused = False
-                    conn.transport.resume_reading()
+            chunk = self.take()
+            if chunk:
                 yield chunk
-            elif conn.complete:
-                self.done = True
+            elif self.over():
                 return
-            elif conn.error is not None:
-                raise conn.error
             else:
                 await conn.wait(self.read_timeout)
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Have `listener` called after each read from the upstream and when the answer ends or
+        breaks off, from the connection's own callback: a relay that writes at once saves a task
+        switch per piece. The read timeout holds as for a waiter."""
+        conn = self.conn
+        assert conn is not None
+        conn.listener = listener
+        conn.arm(self.read_timeout)
+
+    def pause(self) -> None:
+        """Read no more from the upstream until take() finds little left to send."""
+        assert self.conn is not None
+        self.conn.pause()
 
     async def aclose(self) -> None:
         """Back to the pool after a whole answer on a keep-alive connection; else closed."""

@@ -21,6 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from proxy.client import Answer, ClientError, Pool, TimedOut
 from proxy.errors import NoUpstream, UpstreamTimeout, UpstreamUnreachable
+from proxy.relay import Relay
 
 log = logging.getLogger("proxy.upstream")
 
@@ -248,6 +249,7 @@ class PassThrough(Response):
             await answer.aclose()  # the upstream connection closes now, mid-answer if need be
 
         watcher = asyncio.ensure_future(watch())
+        relay = None
         try:
             await send(
                 {
@@ -257,21 +259,19 @@ class PassThrough(Response):
                 }
             )
             held = b""
+
+            def prepare(chunk: bytes) -> bytes:
+                nonlocal held
+                if self.keep_body:
+                    captured.body += chunk
+                    chunk, held = self._hold(chunk, held)
+                return self._masked(chunk)
+
+            # most answers need no copy and no masking: nothing to do per piece
+            plain = not self.keep_body and self.secret is None
+            relay = Relay(answer, send, None if plain else prepare)
             try:
-                async for chunk in answer.chunks():
-                    if captured.first_byte is None:
-                        captured.first_byte = time.perf_counter()
-                    if self.keep_body:
-                        captured.body += chunk
-                        chunk, held = self._hold(chunk, held)
-                    if chunk:
-                        await send(
-                            {
-                                "type": "http.response.body",
-                                "body": self._masked(chunk),
-                                "more_body": True,
-                            }
-                        )
+                await relay.finished
             except ClientError as exc:
                 if gone:
                     return
@@ -288,6 +288,7 @@ class PassThrough(Response):
                     }
                 }
                 held += b"data: " + orjson.dumps(error) + b"\n\n"
+            captured.first_byte = relay.first_byte  # before on_complete reads it
             captured.finished = time.perf_counter()
             if self.on_complete is not None:
                 captured.complete = captured.error is None
@@ -297,6 +298,9 @@ class PassThrough(Response):
                 {"type": "http.response.body", "body": self._masked(held), "more_body": False}
             )
         finally:
+            if relay is not None:
+                await relay.close()
+                captured.first_byte = relay.first_byte
             watcher.cancel()
             await asyncio.wait((watcher,))  # never left running; an outer cancel still propagates
             await answer.aclose()
