@@ -261,11 +261,6 @@ class Answer:
         conn.listener = listener
         conn.arm(self.read_timeout)
 
-    def pause(self) -> None:
-        """Read no more from the upstream until take() finds little left to send."""
-        assert self.conn is not None
-        self.conn.pause()
-
     async def aclose(self) -> None:
         """Back to the pool after a whole answer on a keep-alive connection; else closed."""
         conn, self.conn = self.conn, None

@@ -72,8 +72,11 @@ class Relay:
                         self.sending = asyncio.ensure_future(_Rest(step, waits_on))
                         self.sending.add_done_callback(self._sent)
                         return
-            if (conn.complete or conn.error is not None) and self.answer.over():
+            if conn.complete:  # all of it sent: the connection can go back to the pool
+                self.answer.done = True
                 self.finished.set_result(None)
+            elif conn.error is not None:  # also how a client leaving shows (answer.aclose())
+                self.finished.set_exception(conn.error)
         except Exception as exc:  # a callback: the task awaiting `finished` raises it
             self.finished.set_exception(exc)
 
