@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -195,3 +196,51 @@ async def test_a_reader_that_stops_stops_the_upstream_instead_of_queueing_its_an
         await answer.aclose()
         await done.wait()
         assert received == total == written
+
+
+async def test_a_relayed_body_arrives_whole_when_sends_must_wait_and_are_not_coroutines() -> None:
+    from proxy.relay import Relay
+
+    pieces = [b"piece %d;" % i for i in range(200)]
+
+    async def chunked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        for piece in pieces:
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    async def relay_from(url: str) -> None:
+        loop = asyncio.get_running_loop()
+        pool = _pool(url)
+        answer = await pool.request("POST", "/v1/x", [], b"{}")
+        conn = answer.conn
+        assert conn is not None
+        sent: list[bytes] = []
+        paused_while_waiting: list[bool] = []
+
+        def send(message: dict[str, Any]) -> asyncio.Future[None]:
+            # an awaitable that is not a coroutine; every other one is not done yet, as when the
+            # client's socket is full
+            sent.append(message["body"])
+            done: asyncio.Future[None] = loop.create_future()
+            if len(sent) % 2:
+                done.set_result(None)
+            else:
+                loop.call_soon(lambda: paused_while_waiting.append(conn.paused))
+                loop.call_soon(done.set_result, None)
+            return done
+
+        relay = Relay(answer, send)  # type: ignore[arg-type]
+        await relay.finished
+        await relay.close()
+        await answer.aclose()
+        assert b"".join(sent) == b"".join(pieces)  # in order, nothing lost or repeated
+        assert paused_while_waiting and all(paused_while_waiting)  # no reading while one waits
+        assert relay.first_byte is not None
+        assert len(pool.idle) == 1  # the whole answer was read: the connection is kept
+
+    async for url in _serve(chunked):
+        await relay_from(url)
