@@ -158,6 +158,7 @@ class Connection(asyncio.Protocol):
         if self.paused and self.transport is not None:
             self.paused = False
             self.transport.resume_reading()
+            self.last_read = self.loop.time()  # the upstream's silence counts from now
 
     async def wait(self, read_timeout: float) -> None:
         self.waiter = self.loop.create_future()
@@ -174,6 +175,9 @@ class Connection(asyncio.Protocol):
         self.timer = None
         if self.waiter is None and self.listener is None:
             return  # nobody waits: the next wait arms the timer again
+        if self.paused:  # the proxy is not reading (its client is slow): no silence to time
+            self.timer = self.loop.call_later(read_timeout, self._check_idle, read_timeout)
+            return
         idle_until = self.last_read + read_timeout
         if self.loop.time() >= idle_until:
             self.fail(TimedOut(f"no data from the upstream for {read_timeout:g} s"))

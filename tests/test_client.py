@@ -244,3 +244,40 @@ async def test_a_relayed_body_arrives_whole_when_sends_must_wait_and_are_not_cor
 
     async for url in _serve(chunked):
         await relay_from(url)
+
+
+async def test_a_client_slower_than_the_read_timeout_does_not_time_the_upstream_out() -> None:
+    from proxy.relay import Relay
+
+    first_taken = asyncio.Event()
+
+    async def two_pieces(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+        await writer.drain()
+        await first_taken.wait()  # the second piece comes while the proxy is not reading
+        writer.write(b"6\r\nsecond\r\n0\r\n\r\n")
+        await writer.drain()
+
+    async def relay_from(url: str) -> None:
+        loop = asyncio.get_running_loop()
+        answer = await _pool(url, read=0.3).request("POST", "/v1/x", [], b"{}")
+        sent: list[bytes] = []
+
+        def send(message: dict[str, Any]) -> asyncio.Future[None]:
+            # the first piece takes the client three read timeouts to take: the proxy stopped
+            # reading meanwhile, which is no silence of the upstream's
+            sent.append(message["body"])
+            first_taken.set()
+            done: asyncio.Future[None] = loop.create_future()
+            loop.call_later(1.0 if len(sent) == 1 else 0, done.set_result, None)
+            return done
+
+        relay = Relay(answer, send)  # type: ignore[arg-type]
+        await relay.finished
+        await relay.close()
+        await answer.aclose()
+        assert b"".join(sent) == b"firstsecond"
+
+    async for url in _serve(two_pieces):
+        await relay_from(url)
