@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 import httptools
 
 HIGH_WATER = 256 * 1024  # stop reading from the upstream while this much body waits to be sent
-LOW_WATER = 64 * 1024
 
 
 class ClientError(Exception):
@@ -225,9 +224,8 @@ class Answer:
         else:
             chunk = b"".join(body)
             body.clear()
-        conn.queued -= len(chunk)
-        if conn.queued < LOW_WATER:
-            conn.resume()
+        conn.queued = 0  # all of it was taken
+        conn.resume()
         return chunk
 
     def over(self) -> bool:
