@@ -30,6 +30,7 @@ from proxy.errors import LoadError
 from proxy.library import Library, LibraryError
 from proxy.loaders import load_file
 from proxy.normalize import compile_masks
+from proxy.server import Protocol
 from proxy.store import open_store
 from proxy.trajectory import Trajectory
 from proxy.upstream import display_url
@@ -221,6 +222,7 @@ def serve(flags: dict[str, Any]) -> int:
         "timeout_graceful_shutdown": settings.shutdown_timeout,
         "proxy_headers": False,  # nothing reads the client address; one less layer per request
         "server_header": False,  # a forwarded answer keeps the upstream's, not a second one
+        "http": Protocol,  # proxy.server: uvicorn's process, a leaner protocol per connection
     }
     if settings.workers > 1:
         os.environ[WORKER_SETTINGS] = settings.worker_env()

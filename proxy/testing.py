@@ -29,6 +29,8 @@ from typing import Any
 import httpx
 import uvicorn
 
+from proxy.server import Protocol
+
 
 @contextmanager
 def serving(app: Any) -> Iterator[str]:
@@ -43,7 +45,12 @@ def serving(app: Any) -> Iterator[str]:
     port = sock.getsockname()[1]
     server = uvicorn.Server(
         uvicorn.Config(
-            app, log_level="warning", lifespan="on", log_config=None, server_header=False
+            app,
+            log_level="warning",
+            lifespan="on",
+            log_config=None,
+            server_header=False,
+            http=Protocol,
         )
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
