@@ -263,7 +263,7 @@ class Answer:
         conn.listener = listener
         conn.arm(self.read_timeout)
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         """Back to the pool after a whole answer on a keep-alive connection; else closed."""
         conn, self.conn = self.conn, None
         if self.deadline is not None:

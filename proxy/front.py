@@ -56,20 +56,18 @@ class Front:
         self.state = api.state  # so that app.state.runtime works on the front as on FastAPI
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            path = scope["path"]
-            route = ROUTES.get(path) if scope["method"] == "POST" else None
-            if route is None and path.startswith("/v1/"):
-                route = (forward.forward, OTHER)
-            if route is not None:
-                await self._serve(*route, scope, receive, send)
-                return
-        await self.api(scope, receive, send)
-
-    async def _serve(
-        self, handler: Handler, api: str, scope: Scope, receive: Receive, send: Send
-    ) -> None:
+        if scope["type"] != "http":
+            await self.api(scope, receive, send)
+            return
         path = scope["path"]
+        route = ROUTES.get(path) if scope["method"] == "POST" else None
+        if route is None:
+            if not path.startswith("/v1/"):
+                await self.api(scope, receive, send)
+                return
+            route = (forward.forward, OTHER)
+        handler, api = route
+        # one coroutine for the hot paths: each level of await costs on every request
         try:
             incoming = await receive_request(scope, receive, self.runtime.settings.max_body_bytes)
             response = await handler(incoming, self.runtime)

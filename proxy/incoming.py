@@ -26,16 +26,21 @@ class Headers(Mapping[str, str]):
     def __init__(self, raw: Iterable[tuple[bytes, bytes]]) -> None:
         self._raw = dict(raw)
 
+    # names are ASCII tokens: encode() (UTF-8, CPython's fast path) gives their latin-1 bytes
     def __getitem__(self, name: str) -> str:
-        value = self._raw.get(name.encode("latin-1"))
+        value = self._raw.get(name.encode())
         if value is None:
             raise KeyError(name)
         return value.decode("latin-1")
 
     # Mapping.get without its try/except; one of its overloads, as only that one is used here
     def get(self, name: str, default: str | None = None) -> str | None:  # type: ignore[override]
-        value = self._raw.get(name.encode("latin-1"))
+        value = self._raw.get(name.encode())
         return default if value is None else value.decode("latin-1")
+
+    def raw(self, name: bytes) -> bytes | None:
+        """The value as it came, by the name as bytes: no decoding."""
+        return self._raw.get(name)
 
     def __iter__(self) -> Iterator[str]:
         return (name.decode("latin-1") for name in self._raw)
@@ -66,9 +71,9 @@ class Incoming:
 async def receive_request(scope: Scope, receive: Receive, limit: int) -> Incoming:
     raw = scope["headers"]
     headers = Headers(raw)  # ASGI servers give header names in lower case (the spec says so)
-    declared = headers.get("content-length")
+    declared = headers.raw(b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"the request body has {declared} bytes; the limit is {limit}")
+        raise PayloadTooLarge(f"the request body has {int(declared)} bytes; the limit is {limit}")
     message = await receive()
     body = message.get("body", b"")
     if message.get("more_body", False):  # a body in pieces: gathered, within the limit

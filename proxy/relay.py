@@ -75,7 +75,7 @@ class Relay:
             if conn.complete:  # all of it sent: the connection can go back to the pool
                 self.answer.done = True
                 self.finished.set_result(None)
-            elif conn.error is not None:  # also how a client leaving shows (answer.aclose())
+            elif conn.error is not None:  # also how a client leaving shows (answer.close())
                 self.finished.set_exception(conn.error)
         except Exception as exc:  # a callback: the task awaiting `finished` raises it
             self.finished.set_exception(exc)

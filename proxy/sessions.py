@@ -52,6 +52,8 @@ class Sessions:
 
                 state = await self.store.update(session, note, now=time.time())
             return Binding(trajectory, state)
+        if wanted is None and not self.library.files and not self.library.with_task(conv.task):
+            return Binding(None, state)  # nothing it could be bound to (a plain pass-through)
         trajectory, source = await self._choose(session, conv, wanted)
         if trajectory is None:
             return Binding(None, state)

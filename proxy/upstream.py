@@ -107,18 +107,17 @@ class Upstream:
     ) -> list[tuple[bytes, bytes]]:
         """`identity`: ask for an uncompressed answer (the proxy keeps a copy to record)."""
         drop = _NOT_FORWARDED_IDENTITY if identity else _NOT_FORWARDED
-        out: list[tuple[bytes, bytes]] = []
+        # ASGI names are lower case; the pairs are kept as they are (no new tuples)
+        out = [h for h in headers if h[0] not in drop and h[0][:9] != b"x-replay-"]
         used: set[bytes] = set()
+        if self._api_key is not None:
+            used = {h[0] for h in out if h[0] in _CREDENTIALS}
+            if used:
+                out = [h for h in out if h[0] not in _CREDENTIALS]
         named: set[bytes] = set()  # headers named in Connection are hop-by-hop too
-        for name, value in headers:  # ASGI names are lower case
-            if name in drop or name.startswith(b"x-replay-"):
-                if name == b"connection":
-                    named.update(v.strip().lower() for v in value.split(b","))
-                continue
-            if self._api_key is not None and name in _CREDENTIALS:
-                used.add(name)
-                continue
-            out.append((name, value))
+        for name, value in headers:
+            if name == b"connection":
+                named.update(v.strip().lower() for v in value.split(b","))
         if named:
             out = [(name, value) for name, value in out if name not in named]
             used -= named
@@ -222,7 +221,7 @@ class PassThrough(Response):
         captured = Captured(self.status_code, self.content_type)
         whole = answer.whole()
         if whole is not None:  # it has all arrived: no watcher, one send
-            await answer.aclose()
+            answer.close()
             captured.first_byte = captured.finished = time.perf_counter()
             if self.keep_body:
                 captured.body += whole
@@ -246,7 +245,7 @@ class PassThrough(Response):
             while (await receive())["type"] != "http.disconnect":
                 pass
             gone = True
-            await answer.aclose()  # the upstream connection closes now, mid-answer if need be
+            answer.close()  # the upstream connection closes now, mid-answer if need be
 
         watcher = asyncio.ensure_future(watch())
         relay = None
@@ -303,7 +302,7 @@ class PassThrough(Response):
                 captured.first_byte = relay.first_byte
             watcher.cancel()
             await asyncio.wait((watcher,))  # never left running; an outer cancel still propagates
-            await answer.aclose()
+            answer.close()
             if self.on_complete is not None and not reported:
                 captured.error = captured.error or "the client disconnected before the end"
                 captured.finished = captured.finished or time.perf_counter()

@@ -47,7 +47,7 @@ async def _body(pool: Pool, target: str = "/v1/x", method: str = "POST") -> tupl
     try:
         return answer.status, b"".join([chunk async for chunk in answer.chunks()])
     finally:
-        await answer.aclose()
+        answer.close()
 
 
 async def test_sized_chunked_and_until_close_bodies_and_keep_alive_reuse() -> None:
@@ -193,7 +193,7 @@ async def test_a_reader_that_stops_stops_the_upstream_instead_of_queueing_its_an
         received = 0
         async for chunk in answer.chunks():  # reading again resumes it, to the last byte
             received += len(chunk)
-        await answer.aclose()
+        answer.close()
         await done.wait()
         assert received == total == written
 
@@ -236,7 +236,7 @@ async def test_a_relayed_body_arrives_whole_when_sends_must_wait_and_are_not_cor
         relay = Relay(answer, send)  # type: ignore[arg-type]
         await relay.finished
         await relay.close()
-        await answer.aclose()
+        answer.close()
         assert b"".join(sent) == b"".join(pieces)  # in order, nothing lost or repeated
         assert paused_while_waiting and all(paused_while_waiting)  # no reading while one waits
         assert relay.first_byte is not None
@@ -276,7 +276,7 @@ async def test_a_client_slower_than_the_read_timeout_does_not_time_the_upstream_
         relay = Relay(answer, send)  # type: ignore[arg-type]
         await relay.finished
         await relay.close()
-        await answer.aclose()
+        answer.close()
         assert b"".join(sent) == b"firstsecond"
 
     async for url in _serve(two_pieces):

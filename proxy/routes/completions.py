@@ -64,15 +64,17 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
     session = session_id(request.headers, runtime.settings.session_header, conv)
     parent = request.headers.get(runtime.settings.subagent_header)
     lane = conv.lane(subagent=parent is not None)
-    tap = runtime.tap(
-        request,
-        session=session,
-        lane=lane,
-        api=api.name,
-        body=body,
-        stream=conv.stream,
-        perf_start=started,
-    )
+    tap = None
+    if runtime.recorder is not None or runtime.dumper is not None:  # the call costs 2k otherwise
+        tap = runtime.tap(
+            request,
+            session=session,
+            lane=lane,
+            api=api.name,
+            body=body,
+            stream=conv.stream,
+            perf_start=started,
+        )
     headers = [(b"x-replay-session", session.encode())]
     call = InFlight(
         request, runtime, api, conv, body, raw, session, lane, parent, tap, started, headers
