@@ -19,6 +19,7 @@ is closed. Bad HTTP gets a 400 and a closed connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http
 import logging
 import re
@@ -73,6 +74,9 @@ class Protocol(asyncio.Protocol):
         self.root_path = config.root_path
         self.keep_alive_timeout = config.timeout_keep_alive
         self.parser = httptools.HttpRequestParser(self)
+        # as uvicorn: bytes after a Connection: close request are not an error before its answer
+        with contextlib.suppress(AttributeError):  # httptools < 0.6.3 has no leniencies
+            self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
         self.transport: asyncio.Transport = cast(asyncio.Transport, None)
         self.server: tuple[str, int] | None = None
         self.client: tuple[str, int] | None = None
@@ -175,7 +179,8 @@ class Protocol(asyncio.Protocol):
             "state": self.app_state.copy(),
         }
         expect, self.expect = self.expect, False
-        keep_alive = version != "1.0" and parser.should_keep_alive()
+        # llhttp stops reading at an Upgrade (no upgrades here): the answer closes the connection
+        keep_alive = version != "1.0" and parser.should_keep_alive() and not parser.should_upgrade()
         request = Request(self, scope, keep_alive, expect)
         self.parsing = request
         if self.current is None or self.current.complete:
@@ -302,7 +307,7 @@ class Request:
 
     def wake(self) -> None:
         self.ready = True
-        waiter = self.waiter
+        waiter, self.waiter = self.waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
@@ -352,12 +357,11 @@ class Request:
         if not self.disconnected and not self.complete:
             if not conn.reading:
                 conn._resume_reading()
-            if not self.ready:
-                self.waiter = conn.loop.create_future()
-                try:
-                    await self.waiter
-                finally:
-                    self.waiter = None
+            if not self.ready:  # one future for all who wait; each leaves it alone if cancelled
+                waiter = self.waiter
+                if waiter is None:
+                    waiter = self.waiter = conn.loop.create_future()
+                await asyncio.shield(waiter)
             self.ready = False
         if self.disconnected or self.complete:
             return {"type": "http.disconnect"}

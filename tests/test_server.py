@@ -314,3 +314,49 @@ def test_shutdown_lets_the_request_in_progress_finish_and_then_closes() -> None:
         assert b"connection: close\r\n" in head
         assert closed(sock)
         sock.close()
+
+
+def test_an_upgrade_request_is_answered_as_plain_http_and_the_connection_closed() -> None:
+    with serving(echo) as url:
+        sock, buffer = connect(url), bytearray()
+        sock.sendall(b"GET /u HTTP/1.1\r\nhost: t\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n")
+        head, body = read_response(sock, buffer)
+        assert head.startswith(b"HTTP/1.1 200") and body == b"GET /u? "
+        assert b"connection: close\r\n" in head  # the parser stops at an upgrade: no next request
+        assert closed(sock)
+
+
+def test_bytes_after_a_connection_close_request_do_not_spoil_its_answer() -> None:
+    with serving(echo) as url:
+        sock, buffer = connect(url), bytearray()
+        sock.sendall(post("/first", b"1", "connection: close\r\n") + post("/second", b"2"))
+        head, body = read_response(sock, buffer)
+        assert head.startswith(b"HTTP/1.1 200") and body == b"POST /first? 1"
+        assert closed(sock)
+
+
+def test_two_receivers_waiting_at_once_are_both_woken() -> None:
+    woken: list[str] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await receive()  # the whole (empty) body: the next receive waits for the end
+
+        async def listen(name: str) -> None:
+            message = await receive()
+            woken.append(f"{name}:{message['type']}")
+
+        listeners = [asyncio.ensure_future(listen(n)) for n in ("a", "b")]
+        await asyncio.sleep(0)  # both are waiting now
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+        await asyncio.gather(*listeners)
+        woken.sort()
+
+    with serving(app) as url:
+        sock, buffer = connect(url), bytearray()
+        sock.sendall(post("/", b""))
+        assert read_response(sock, buffer)[1] == b"ok"
+        sock.close()
+    assert woken == ["a:http.disconnect", "b:http.disconnect"]
