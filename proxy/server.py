@@ -7,8 +7,9 @@ arguments, an asyncio.Event, two regular expressions per response header, and a 
 made and cancelled. Here a request is one small object, a response's headers are checked with one
 search over all names and one over all values, and one timer per connection keeps the keep-alive
 timeout. The behaviour is uvicorn's (httptools_impl), except: no WebSocket upgrades (an Upgrade
-request is served as plain HTTP), no access log (the proxy logs its own requests), and no
---limit-concurrency (the proxy's CLI never sets it). A response's head is held for the first
+request, as `curl --http2` sends on http://, is served as plain HTTP, body included, where
+uvicorn's loses the body, and its connection closes after the answer), no access log (the proxy
+logs its own requests), and no --limit-concurrency (the proxy's CLI never sets it). A response's head is held for the first
 piece of its body, so a small answer leaves in one write (one system call, one TCP segment),
 and at the latest at the end of the event loop's turn.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import http
 import logging
 import re
@@ -40,8 +42,8 @@ _BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
 _ASGI = {"version": "3.0", "spec_version": "2.3"}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _BAD_REQUEST = (
-    b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"content-length: 30\r\nconnection: close\r\n\r\nInvalid HTTP request received."
+    b"content-type: text/plain; charset=utf-8\r\ncontent-length: 30\r\nconnection: close\r\n"
+    b"\r\nInvalid HTTP request received."
 )
 
 
@@ -67,17 +69,20 @@ class Protocol(asyncio.Protocol):
         app_state: dict[str, Any],
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        if not config.loaded:
+            config.load()
         self.app = config.loaded_app
+        # uvicorn's opt-in for https://github.com/python/cpython/issues/140947 (getattr: older
+        # uvicorn has no such setting)
+        self.fresh_context = bool(getattr(config, "reset_contextvars", False))
         self.loop = _loop or asyncio.get_event_loop()
         self.state = server_state
         self.app_state = app_state
         self.root_path = config.root_path
         self.keep_alive_timeout = config.timeout_keep_alive
-        self.parser = httptools.HttpRequestParser(self)
-        # as uvicorn: bytes after a Connection: close request are not an error before its answer
-        with contextlib.suppress(AttributeError):  # httptools < 0.6.3 has no leniencies
-            self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
+        self.parser = _parser(self)
         self.transport: asyncio.Transport = cast(asyncio.Transport, None)
+        self.scheme = "http"
         self.server: tuple[str, int] | None = None
         self.client: tuple[str, int] | None = None
         self.current: Request | None = None  # the request being answered
@@ -93,12 +98,15 @@ class Protocol(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.expect = False  # it sent Expect: 100-continue
         self.parsing: Request | None = None
+        self.resuming: Request | None = None  # whose body is read past an Upgrade
 
     # asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self.state.connections.add(self)  # type: ignore[arg-type]
+        if transport.get_extra_info("sslcontext"):
+            self.scheme = "https"
         self.server = _address(transport.get_extra_info("sockname"))
         self.client = _address(transport.get_extra_info("peername"))
 
@@ -118,12 +126,35 @@ class Protocol(asyncio.Protocol):
         self.quiet_since = None
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            pass  # no upgrades here: the request was read as plain HTTP
+        except httptools.HttpParserUpgrade as exc:
+            self._past_upgrade(data[exc.args[0] :])
         except httptools.HttpParserError as exc:
             log.warning("Invalid HTTP request received: %s", exc)
-            self.transport.write(_BAD_REQUEST)
+            if self.current is not None:
+                self.current.flush()  # a held head goes first
+            self.transport.write(
+                STATUS_LINES[400] + self.default_headers() + _BAD_REQUEST  # as uvicorn's
+            )
             self.transport.close()
+
+    def _past_upgrade(self, rest: bytes) -> None:
+        """llhttp stops at an Upgrade request (curl --http2 on http:// sends one) and calls its
+        message complete before any body. There are no upgrades here: the request is answered
+        as plain HTTP, and its body, if it has one, is read by a new parser given the request's
+        framing headers. The connection closes after the answer (see on_headers_complete)."""
+        request = self.parsing
+        if request is None or request.complete or request.scope["method"] == "CONNECT":
+            return
+        framing = [h for h in self.headers if h[0] in (b"content-length", b"transfer-encoding")]
+        if not framing:
+            return
+        request.more_body = True
+        self.resuming = request
+        self.parser = _parser(self)
+        head = b"POST / HTTP/1.1\r\n%sconnection: close\r\n\r\n" % b"".join(
+            b"%s: %s\r\n" % h for h in framing
+        )
+        self.data_received(head + rest)
 
     def eof_received(self) -> None:
         pass
@@ -156,6 +187,9 @@ class Protocol(asyncio.Protocol):
         self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        if self.resuming is not None:  # the body of a request read past an Upgrade
+            self.parsing, self.resuming = self.resuming, None
+            return
         parser = self.parser
         url = httptools.parse_url(self.url)
         raw_path = url.path
@@ -169,7 +203,7 @@ class Protocol(asyncio.Protocol):
             "http_version": version,
             "server": self.server,
             "client": self.client,
-            "scheme": "http",
+            "scheme": self.scheme,
             "method": parser.get_method().decode("ascii"),
             "root_path": self.root_path,
             "path": self.root_path + path,
@@ -210,7 +244,10 @@ class Protocol(asyncio.Protocol):
 
     def _start(self, request: Request) -> None:
         self.current = request
-        task = self.loop.create_task(request.run(self.app))
+        if self.fresh_context:
+            task = self.loop.create_task(request.run(self.app), context=contextvars.Context())
+        else:
+            task = self.loop.create_task(request.run(self.app))
         request.task = task  # it takes itself out of the server's tasks when done
         self.state.tasks.add(task)
 
@@ -324,6 +361,7 @@ class Request:
         else:
             if result is not None:
                 log.error("ASGI callable should return None, but returned %r.", result)
+                self.flush()
                 self.conn.transport.close()
             elif not self.started and not self.disconnected:
                 log.error("ASGI callable returned without starting response.")
@@ -434,7 +472,9 @@ class Request:
         close = False
         for name, value in headers:
             name = name.lower()
-            if name == b"content-length" and not chunked:
+            if (
+                name == b"content-length" and length is None and not chunked
+            ):  # the first, as uvicorn
                 length = int(value)
             elif name == b"transfer-encoding" and value.lower() == b"chunked":
                 chunked = True
@@ -469,6 +509,14 @@ class Request:
             self.head = None
             if not self.conn.transport.is_closing():
                 self.conn.transport.write(head)
+
+
+def _parser(protocol: Protocol) -> httptools.HttpRequestParser:
+    parser = httptools.HttpRequestParser(protocol)
+    # as uvicorn: bytes after a Connection: close request are not an error before its answer
+    with contextlib.suppress(AttributeError):  # httptools < 0.6.3 has no leniencies
+        parser.set_dangerous_leniencies(lenient_data_after_close=True)
+    return parser
 
 
 def _address(info: Any) -> tuple[str, int] | None:

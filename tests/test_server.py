@@ -183,7 +183,7 @@ def test_a_request_that_is_not_http_gets_400_and_a_closed_connection() -> None:
         data = b""
         while chunk := sock.recv(65536):
             data += chunk
-        assert data.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+        assert data.startswith(b"HTTP/1.1 400 Bad Request\r\ndate: ")
         assert data.endswith(b"\r\n\r\nInvalid HTTP request received.")
         sock.close()
 
@@ -360,3 +360,39 @@ def test_two_receivers_waiting_at_once_are_both_woken() -> None:
         assert read_response(sock, buffer)[1] == b"ok"
         sock.close()
     assert woken == ["a:http.disconnect", "b:http.disconnect"]
+
+
+def test_the_body_of_an_upgrade_request_is_read_as_curl_http2_sends_it() -> None:
+    upgrade = (
+        "connection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\n"
+        "http2-settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
+    )
+    with serving(echo) as url:
+        sock, buffer = connect(url), bytearray()
+        sock.sendall(post("/h2c", b'{"a": 1}', upgrade))  # what curl --http2 -d sends
+        head, body = read_response(sock, buffer)
+        assert head.startswith(b"HTTP/1.1 200") and body == b'POST /h2c? {"a": 1}'
+        assert closed(sock)
+        sock, buffer = connect(url), bytearray()
+        sock.sendall(
+            f"POST /h2c HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\n{upgrade}\r\n".encode()
+        )
+        sock.sendall(b"3\r\nabc\r\n0\r\n\r\n")  # the body apart from the head
+        assert read_response(sock, buffer)[1] == b"POST /h2c? abc"
+        assert closed(sock)
+
+
+def test_an_app_returning_a_value_after_its_head_still_sends_that_head() -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        if scope["type"] != "http":
+            return None
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        return "not None"
+
+    with serving(app) as url:
+        sock = connect(url)
+        sock.sendall(post("/", b""))
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 200 OK\r\n") and data.endswith(b"\r\n\r\n")
