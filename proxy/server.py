@@ -472,9 +472,7 @@ class Request:
         close = False
         for name, value in headers:
             name = name.lower()
-            if (
-                name == b"content-length" and length is None and not chunked
-            ):  # the first, as uvicorn
+            if name == b"content-length" and length is None and not chunked:  # the first counts
                 length = int(value)
             elif name == b"transfer-encoding" and value.lower() == b"chunked":
                 chunked = True
