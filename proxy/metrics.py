@@ -92,14 +92,9 @@ class Metrics:
         timings = self.timings.get(api)
         if timings is None:
             timings = self.timings[api] = (Timing(), Timing())
-        whole, first = timings
-        seconds = finished - started  # Timing.observe written out: this runs on every request
-        whole.counts[bisect_left(LATENCY, seconds)] += 1
-        whole.total += seconds
+        timings[0].observe(finished - started)
         if first_byte is not None:
-            seconds = first_byte - started
-            first.counts[bisect_left(LATENCY, seconds)] += 1
-            first.total += seconds
+            timings[1].observe(first_byte - started)
         if self.files is not None:
             self.files.upstream_seconds.labels(api).observe(finished - started)
             if first_byte is not None:

@@ -22,40 +22,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import http
 import logging
-import re
 import urllib.parse
 from collections import deque
 from typing import Any, cast
 
 import httptools
 from uvicorn.config import Config
+
+# uvicorn's own status lines and header checks (only token characters in names, no control
+# characters in values), so answers are written exactly as its protocol writes them
+from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE
 from uvicorn.server import ServerState
 
 log = logging.getLogger("uvicorn.error")
 
 HIGH_WATER = 65536  # a request body buffered beyond this pauses reading until the app takes it
-# as in uvicorn: no control characters in values, only token characters in names
-_BAD_NAME = re.compile(b'[\x00-\x1f\x7f()<>@,;:\\[\\]={} \t\\\\"]')
-_BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
 _ASGI = {"version": "3.0", "spec_version": "2.3"}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _BAD_REQUEST = (
     b"content-type: text/plain; charset=utf-8\r\ncontent-length: 30\r\nconnection: close\r\n"
     b"\r\nInvalid HTTP request received."
 )
-
-
-def _status_line(status: int) -> bytes:
-    try:
-        phrase = http.HTTPStatus(status).phrase.encode()
-    except ValueError:
-        phrase = b""
-    return b"HTTP/1.1 %d %s\r\n" % (status, phrase)
-
-
-STATUS_LINES = {status: _status_line(status) for status in range(100, 600)}
 
 
 class Protocol(asyncio.Protocol):
@@ -133,7 +121,7 @@ class Protocol(asyncio.Protocol):
             if self.current is not None:
                 self.current.flush()  # a held head goes first
             self.transport.write(
-                STATUS_LINES[400] + self.default_headers() + _BAD_REQUEST  # as uvicorn's
+                STATUS_LINE[400] + self.default_headers() + _BAD_REQUEST  # as uvicorn's
             )
             self.transport.close()
 
@@ -220,7 +208,7 @@ class Protocol(asyncio.Protocol):
         if self.current is None or self.current.complete:
             self._start(request)
         else:
-            self._pause_reading()
+            self.pause_reading()
             self.waiting.append(request)
 
     def on_body(self, body: bytes) -> None:
@@ -230,7 +218,7 @@ class Protocol(asyncio.Protocol):
         request.body.append(body)
         request.buffered += len(body)
         if request.buffered > HIGH_WATER:
-            self._pause_reading()
+            self.pause_reading()
         request.wake()
 
     def on_message_complete(self) -> None:
@@ -256,7 +244,7 @@ class Protocol(asyncio.Protocol):
         self.state.total_requests += 1
         if self.transport.is_closing():
             return
-        self._resume_reading()
+        self.resume_reading()
         if self.waiting:
             self._start(self.waiting.popleft())
             return
@@ -282,12 +270,12 @@ class Protocol(asyncio.Protocol):
             self._defaults_block = b"".join(b"%s: %s\r\n" % h for h in headers)
         return self._defaults_block
 
-    def _pause_reading(self) -> None:
+    def pause_reading(self) -> None:
         if self.reading:
             self.reading = False
             self.transport.pause_reading()
 
-    def _resume_reading(self) -> None:
+    def resume_reading(self) -> None:
         if not self.reading:
             self.reading = True
             self.transport.resume_reading()
@@ -393,8 +381,7 @@ class Request:
             conn.transport.write(_CONTINUE)
             self.expect = False
         if not self.disconnected and not self.complete:
-            if not conn.reading:
-                conn._resume_reading()
+            conn.resume_reading()
             if not self.ready:  # one future for all who wait; each leaves it alone if cancelled
                 waiter = self.waiter
                 if waiter is None:
@@ -465,7 +452,7 @@ class Request:
             conn.answered()
 
     def _head(self, status: int, headers: Any) -> None:
-        lines = [STATUS_LINES[status], self.conn.default_headers()]
+        lines = [STATUS_LINE[status], self.conn.default_headers()]
         at = 2
         length: int | None = None
         chunked = False
@@ -483,9 +470,9 @@ class Request:
                 close = True
                 self.keep_alive = False
             lines += (name, b": ", value, b"\r\n")
-        if _BAD_NAME.search(b"".join(lines[at::4])):
+        if HEADER_RE.search(b"".join(lines[at::4])):
             raise RuntimeError("Invalid HTTP header name.")
-        if _BAD_VALUE.search(b"".join(lines[at + 2 :: 4])):
+        if HEADER_VALUE_RE.search(b"".join(lines[at + 2 :: 4])):
             raise RuntimeError("Invalid HTTP header value.")
         if not self.keep_alive and not close:
             lines.append(b"connection: close\r\n")

@@ -96,6 +96,14 @@ def read_response(sock: socket.socket, buffer: bytearray) -> tuple[bytes, bytes]
             return head, body
 
 
+def read_to_end(sock: socket.socket) -> bytes:
+    """All the server sends until it closes the connection."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
 def closed(sock: socket.socket) -> bool:
     """True once the server has closed the connection (reads EOF)."""
     return sock.recv(65536) == b""
@@ -180,9 +188,7 @@ def test_a_request_that_is_not_http_gets_400_and_a_closed_connection() -> None:
     with serving(echo) as url:
         sock = connect(url)
         sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
+        data = read_to_end(sock)
         assert data.startswith(b"HTTP/1.1 400 Bad Request\r\ndate: ")
         assert data.endswith(b"\r\n\r\nInvalid HTTP request received.")
         sock.close()
@@ -213,9 +219,7 @@ def test_an_app_that_fails_mid_answer_closes_the_connection_after_what_it_sent()
     with serving(app) as url:
         sock = connect(url)
         sock.sendall(post("/", b""))
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
+        data = read_to_end(sock)
         # chunked, cut off: the piece sent, and never the last chunk that would mark it whole
         assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"7\r\npartial\r\n")
 
@@ -392,7 +396,5 @@ def test_an_app_returning_a_value_after_its_head_still_sends_that_head() -> None
     with serving(app) as url:
         sock = connect(url)
         sock.sendall(post("/", b""))
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
+        data = read_to_end(sock)
         assert data.startswith(b"HTTP/1.1 200 OK\r\n") and data.endswith(b"\r\n\r\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from proxy.store.state import EVENTS_KEPT, Change, Event, EventOf, SessionState
+from proxy.store.state import EVENTS_KEPT, Change, Event, EventOf, SessionState, event_for
 
 
 class MemoryStore:
@@ -31,7 +31,7 @@ class MemoryStore:
         change(state)
         state.last_seen = now
         self._sessions[session] = state
-        logged = event(state) if callable(event) else event  # event_for, inline: every request
+        logged = event_for(event, state)
         if logged is not None:
             self._events.append(logged)
         return state
