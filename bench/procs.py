@@ -19,14 +19,20 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process and its children (workers)."""
-    total = 0.0
+    return sum(cpu_split(pid))
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process and its children (workers)."""
+    user = system = 0.0
     for p in [pid, *_children(pid)]:
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
         except FileNotFoundError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / TICKS
-    return total
+        user += int(fields[11]) / TICKS
+        system += int(fields[12]) / TICKS
+    return user, system
 
 
 def rss_bytes(pid: int) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import tempfile
 import time
 from statistics import quantiles
@@ -87,27 +88,29 @@ def measure(url: str, streams: int) -> dict[str, Any]:
     return uvloop.run(_run(url, streams))
 
 
+CHUNKS = 100  # events per stream, 20 ms apart: 2 s
+
+
 def suite(
     counts: tuple[int, ...] = (500, 1000, 1500, 2000), budget_ms: float = 10.0, workers: int = 1
 ) -> dict[str, Any]:
-    """Each stream is 100 events, 20 ms apart (2 s); gaps are counted once all streams are open.
-    nginx (one worker) goes through the same runs as a reference: on a small machine the upstream
-    and the client take most of the CPU at the top counts, whatever sits in between. With
-    `workers` > 1 the proxy's workers share a SQLite store (the memory store is for one)."""
+    """Gaps are counted once all streams are open. nginx (one worker) goes through the same runs
+    as a reference. Every party's CPU is read per event (user and kernel apart): one worker is
+    one thread, so N streams give it 1e6 / (N * 50) us per event at most, and what the upstream
+    and the client spend is taken from the same two cores. With `workers` > 1 the proxy's workers
+    share a SQLite store (the memory store is for one)."""
     out: dict[str, Any] = {"budget_ms": budget_ms, "workers": workers, "runs": []}
     held = nginx_held = previous = 0
     with (
         tempfile.TemporaryDirectory() as folder,
-        procs.upstream(chunks=100, delay=0.02) as (up, _),
-        procs.nginx(up) as (nginx_url, _),
+        procs.upstream(chunks=CHUNKS, delay=0.02) as (up, up_pid),
+        procs.nginx(up) as (nginx_url, nginx_pid),
         procs.proxy("--upstream", up, *_workers(workers, folder)) as (proxy_url, pid),
     ):
         for n in counts:
-            direct = measure(up, n)
-            via_nginx = measure(nginx_url, n)
-            before = procs.cpu_seconds(pid)
-            through = measure(proxy_url, n)
-            cpu = procs.cpu_seconds(pid) - before
+            direct = _measured(up, n, up_pid, None)
+            via_nginx = _measured(nginx_url, n, up_pid, nginx_pid)
+            through = _measured(proxy_url, n, up_pid, pid)
             added = round(through["gap_p99_ms"] - direct["gap_p99_ms"], 2)
             nginx_added = round(via_nginx["gap_p99_ms"] - direct["gap_p99_ms"], 2)
             out["runs"].append(
@@ -118,8 +121,8 @@ def suite(
                     "proxy": through,
                     "added_p99_ms": added,
                     "nginx_added_p99_ms": nginx_added,
-                    "proxy_cpu_s": round(cpu, 2),
-                    "proxy_cpu_us_per_event": round(cpu * 1e6 / max(through["events"], 1), 1),
+                    "hop_ceiling_us_per_event": round(1e6 / (n * 50), 1),
+                    "proxy_cpu_us_per_event": through["cpu_us_per_event"]["hop"],
                 }
             )
             # held: the largest count up to which every count was within the budget
@@ -133,6 +136,30 @@ def suite(
     return out
 
 
+def _measured(url: str, streams: int, up_pid: int, hop_pid: int | None) -> dict[str, Any]:
+    """measure(), with the CPU per event (us, user + kernel, and the kernel's part) of the
+    upstream, the hop (if any) and this process, the client, over the whole run."""
+    events = streams * CHUNKS
+    before = procs.cpu_split(up_pid), _hop(hop_pid), os.times()
+    result = measure(url, streams)
+    after = procs.cpu_split(up_pid), _hop(hop_pid), os.times()
+    cpu: dict[str, Any] = {}
+    for name, was, now in (
+        ("upstream", before[0], after[0]),
+        ("hop", before[1], after[1]),
+        ("client", before[2][:2], after[2][:2]),
+    ):
+        user, system = now[0] - was[0], now[1] - was[1]
+        cpu[name] = round((user + system) * 1e6 / events, 1)
+        cpu[f"{name}_kernel"] = round(system * 1e6 / events, 1)
+    result["cpu_us_per_event"] = cpu
+    return result
+
+
+def _hop(pid: int | None) -> tuple[float, float]:
+    return (0.0, 0.0) if pid is None else procs.cpu_split(pid)
+
+
 def _workers(workers: int, folder: str) -> list[str]:
     if workers == 1:
         return []
@@ -140,23 +167,40 @@ def _workers(workers: int, folder: str) -> list[str]:
 
 
 def table(runs: list[dict[str, Any]]) -> str:
-    """Added p99 gap (ms) over direct, per stream count: the proxy and nginx, for each repeat."""
+    """Added p99 gap (ms) over direct per stream count, the proxy and nginx, for each repeat; and
+    the CPU per event (us, the kernel's part in brackets) of each party against the ceiling of
+    one worker."""
     workers = runs[0].get("workers", 1) if runs else 1
     lines = [
         f"slow streams (one event every 20 ms each; proxy workers: {workers}): "
-        "added p99 gap over direct, ms"
+        "added p99 gap over direct (ms); CPU us per event (kernel's part)"
     ]
     lines.append(
-        f"  {'streams':>8} {'direct p99':>11} {'proxy':>8} {'nginx':>8} {'proxy us/event':>15}"
+        f"  {'streams':>8} {'direct p99':>11} {'proxy':>8} {'nginx':>8} {'ceiling':>8}"
+        f" {'proxy cpu':>11} {'nginx cpu':>11} {'upstream':>11} {'client':>11}"
     )
     for r in runs:
         for x in r["runs"]:
+            proxy = x["proxy"].get("cpu_us_per_event", {})
+            nginx = x["nginx"].get("cpu_us_per_event", {})
+
+            def cpu(c: dict[str, float], name: str) -> str:
+                if name not in c:
+                    return f"{'-':>11}"
+                return f"{c[name]:>5.1f} ({c[name + '_kernel']:>4.1f})"
+
             lines.append(
                 f"  {x['streams']:>8} {x['direct']['gap_p99_ms']:>11.2f} {x['added_p99_ms']:>+8.2f}"
-                f" {x['nginx_added_p99_ms']:>+8.2f} {x['proxy_cpu_us_per_event']:>15.1f}"
+                f" {x['nginx_added_p99_ms']:>+8.2f} {x.get('hop_ceiling_us_per_event', 0):>8.1f}"
+                f" {cpu(proxy, 'hop')} {cpu(nginx, 'hop')} {cpu(proxy, 'upstream')}"
+                f" {cpu(proxy, 'client')}"
             )
         lines.append(
             f"  held within budget: proxy {r['streams_within_budget']}, "
             f"nginx {r['nginx_streams_within_budget']}"
         )
+    lines.append(
+        "  ceiling: the CPU one worker has per event at that count (one core, 50 events/s a "
+        "stream); upstream and client: in the proxy's run"
+    )
     return "\n".join(lines)
