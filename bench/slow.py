@@ -187,7 +187,8 @@ def table(runs: list[dict[str, Any]]) -> str:
             def cpu(c: dict[str, float], name: str) -> str:
                 if name not in c:
                     return f"{'-':>11}"
-                return f"{c[name]:>5.1f} ({c[name + '_kernel']:>4.1f})"
+                kernel = f"({c[name + '_kernel']:.1f})"
+                return f"{c[name]:>5.1f} {kernel:>5}"
 
             lines.append(
                 f"  {x['streams']:>8} {x['direct']['gap_p99_ms']:>11.2f} {x['added_p99_ms']:>+8.2f}"

@@ -107,27 +107,30 @@ class Upstream:
     ) -> list[tuple[bytes, bytes]]:
         """`identity`: ask for an uncompressed answer (the proxy keeps a copy to record)."""
         drop = _NOT_FORWARDED_IDENTITY if identity else _NOT_FORWARDED
-        # ASGI names are lower case; the pairs are kept as they are (no new tuples)
-        out = [h for h in headers if h[0] not in drop and h[0][:9] != b"x-replay-"]
-        used: set[bytes] = set()
-        if self._api_key is not None:
-            used = {h[0] for h in out if h[0] in _CREDENTIALS}
-            if used:
-                out = [h for h in out if h[0] not in _CREDENTIALS]
+        # one pass; ASGI names are lower case; the pairs are kept as they are (no new tuples)
+        out = []
         named: set[bytes] = set()  # headers named in Connection are hop-by-hop too
-        for name, value in headers:
-            if name == b"connection":
-                named.update(v.strip().lower() for v in value.split(b","))
+        for h in headers:
+            name = h[0]
+            if name in drop:
+                if name == b"connection":
+                    named.update(v.strip().lower() for v in h[1].split(b","))
+            elif name[:9] != b"x-replay-":
+                out.append(h)
         if named:
-            out = [(name, value) for name, value in out if name not in named]
-            used -= named
+            out = [h for h in out if h[0] not in named]
         if identity:
             out.append((b"accept-encoding", b"identity"))
-        if self._api_key is not None:
-            if b"x-api-key" in used:  # an Anthropic client: keep its way of sending the key
-                out.append((b"x-api-key", self._api_key.encode()))
-            if b"x-api-key" not in used or b"authorization" in used:
-                out.append((b"authorization", f"Bearer {self._api_key}".encode()))
+        key = self._api_key
+        if key is None:
+            return out
+        used = {h[0] for h in out if h[0] in _CREDENTIALS}
+        if used:
+            out = [h for h in out if h[0] not in _CREDENTIALS]
+        if b"x-api-key" in used:  # an Anthropic client: keep its way of sending the key
+            out.append((b"x-api-key", key.encode()))
+        if b"x-api-key" not in used or b"authorization" in used:
+            out.append((b"authorization", f"Bearer {key}".encode()))
         return out
 
     async def send(
