@@ -139,26 +139,24 @@ def suite(
 
 def _measured(url: str, streams: int, up_pid: int, hop_pid: int | None) -> dict[str, Any]:
     """measure(), with the CPU per event (us, user + kernel, and the kernel's part) of the
-    upstream, the hop (if any) and this process, the client, over the whole run."""
+    upstream, the hop (none when direct) and this process, the client, over the whole run."""
+
+    def now() -> list[tuple[float, float]]:
+        hop = (0.0, 0.0) if hop_pid is None else procs.cpu_split(hop_pid)
+        me = os.times()
+        return [procs.cpu_split(up_pid), hop, (me.user, me.system)]
+
     events = streams * CHUNKS
-    before = procs.cpu_split(up_pid), _hop(hop_pid), os.times()
+    before = now()
     result = measure(url, streams)
-    after = procs.cpu_split(up_pid), _hop(hop_pid), os.times()
-    cpu: dict[str, Any] = {}
-    for name, was, now in (
-        ("upstream", before[0], after[0]),
-        ("hop", before[1], after[1]),
-        ("client", before[2][:2], after[2][:2]),
+    cpu: dict[str, float] = {}
+    for name, (user0, system0), (user1, system1) in zip(
+        ("upstream", "hop", "client"), before, now(), strict=True
     ):
-        user, system = now[0] - was[0], now[1] - was[1]
-        cpu[name] = round((user + system) * 1e6 / events, 1)
-        cpu[f"{name}_kernel"] = round(system * 1e6 / events, 1)
+        cpu[name] = round((user1 - user0 + system1 - system0) * 1e6 / events, 1)
+        cpu[f"{name}_kernel"] = round((system1 - system0) * 1e6 / events, 1)
     result["cpu_us_per_event"] = cpu
     return result
-
-
-def _hop(pid: int | None) -> tuple[float, float]:
-    return (0.0, 0.0) if pid is None else procs.cpu_split(pid)
 
 
 def _workers(workers: int, folder: str) -> list[str]:
@@ -180,20 +178,17 @@ def table(runs: list[dict[str, Any]]) -> str:
         f"  {'streams':>8} {'direct p99':>11} {'proxy':>8} {'nginx':>8} {'ceiling':>8}"
         f" {'proxy cpu':>11} {'nginx cpu':>11} {'upstream':>11} {'client':>11}"
     )
+
+    def cpu(c: dict[str, float], name: str) -> str:
+        kernel = f"({c[name + '_kernel']:.1f})"
+        return f"{c[name]:>5.1f} {kernel:>5}"
+
     for r in runs:
         for x in r["runs"]:
-            proxy = x["proxy"].get("cpu_us_per_event", {})
-            nginx = x["nginx"].get("cpu_us_per_event", {})
-
-            def cpu(c: dict[str, float], name: str) -> str:
-                if name not in c:
-                    return f"{'-':>11}"
-                kernel = f"({c[name + '_kernel']:.1f})"
-                return f"{c[name]:>5.1f} {kernel:>5}"
-
+            proxy, nginx = x["proxy"]["cpu_us_per_event"], x["nginx"]["cpu_us_per_event"]
             lines.append(
                 f"  {x['streams']:>8} {x['direct']['gap_p99_ms']:>11.2f} {x['added_p99_ms']:>+8.2f}"
-                f" {x['nginx_added_p99_ms']:>+8.2f} {x.get('hop_ceiling_us_per_event', 0):>8.1f}"
+                f" {x['nginx_added_p99_ms']:>+8.2f} {x['hop_ceiling_us_per_event']:>8.1f}"
                 f" {cpu(proxy, 'hop')} {cpu(nginx, 'hop')} {cpu(proxy, 'upstream')}"
                 f" {cpu(proxy, 'client')}"
             )
