@@ -51,6 +51,7 @@ def create_app(
             connect_timeout=settings.connect_timeout,
             read_timeout=settings.read_timeout,
             total_timeout=settings.total_timeout,
+            copy_limit=settings.max_body_bytes,
         )
     masks = compile_masks(settings.mask)
     secrets = tuple(

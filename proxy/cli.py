@@ -21,7 +21,6 @@ from typing import Any
 import orjson
 import uvicorn
 from pydantic import ValidationError
-from uvicorn.supervisors import Multiprocess
 
 from proxy.config import DEFAULT_SESSION_HEADERS, Settings
 from proxy.diff import diff
@@ -30,10 +29,9 @@ from proxy.errors import LoadError
 from proxy.library import Library, LibraryError
 from proxy.loaders import load_file
 from proxy.normalize import compile_masks
-from proxy.server import Protocol
 from proxy.store import open_store
 from proxy.trajectory import Trajectory
-from proxy.upstream import display_url
+from proxy.upstream import display
 
 EXIT_BAD_FILE = 1
 EXIT_USAGE = 2
@@ -121,6 +119,44 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve the admin API without a token on a non-loopback address",
     )
+    limits = serve.add_argument_group("limits and timeouts")
+    limits.add_argument(
+        "--max-body-bytes",
+        type=int,
+        metavar="N",
+        help="largest request body, and largest answer copied for --record-dir/--dump-dir "
+        "(default 67108864: 64 MiB)",
+    )
+    limits.add_argument(
+        "--connect-timeout",
+        type=float,
+        metavar="S",
+        help="seconds to connect to the upstream (default 10)",
+    )
+    limits.add_argument(
+        "--read-timeout",
+        type=float,
+        metavar="S",
+        help="seconds the upstream may stay silent, before or within its answer (default 600)",
+    )
+    limits.add_argument(
+        "--total-timeout",
+        type=float,
+        metavar="S",
+        help="seconds for a whole upstream answer, stream included (default: no limit)",
+    )
+    limits.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        metavar="S",
+        help="seconds an idle client connection is kept open (default 120)",
+    )
+    limits.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        metavar="S",
+        help="on SIGTERM, seconds the answers in flight may take to finish (default 30)",
+    )
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     serve.add_argument(
         "--log-format", choices=["text", "json"], help="one JSON object per line with json"
@@ -192,10 +228,11 @@ def serve(flags: dict[str, Any]) -> int:
         return EXIT_USAGE
     try:
         family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so, and
-        # without it Nagle plus delayed ACKs cost 40 ms per answer on a keep-alive connection
         sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # accepted connections inherit it (workers too, which get the socket as a bare fd):
+        # without it Nagle plus delayed ACKs cost 40 ms per answer on a keep-alive connection
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((settings.host, settings.port))
         sock.listen(2048)  # connections queue from now on, before the workers accept them
     except OSError as exc:
@@ -206,7 +243,7 @@ def serve(flags: dict[str, Any]) -> int:
         return EXIT_USAGE
     port = sock.getsockname()[1]
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    upstream = display_url(settings.upstream) if settings.upstream else "(none)"
+    upstream = display(settings.upstream) if settings.upstream else "(none)"
     workers = f", {settings.workers} workers on {settings.store}" if settings.workers > 1 else ""
     print(
         f"replay-proxy: {len(library)} trajectories, upstream {upstream}{workers}; "
@@ -222,15 +259,19 @@ def serve(flags: dict[str, Any]) -> int:
         "timeout_graceful_shutdown": settings.shutdown_timeout,
         "proxy_headers": False,  # nothing reads the client address; one less layer per request
         "server_header": False,  # a forwarded answer keeps the upstream's, not a second one
-        "http": Protocol,  # proxy.server: uvicorn's process, a leaner protocol per connection
     }
     if settings.workers > 1:
         os.environ[WORKER_SETTINGS] = settings.worker_env()
-        config = uvicorn.Config(
-            "proxy.app:factory", factory=True, workers=settings.workers, **common
-        )
         with _shared_metrics():
-            Multiprocess(config, sockets=[sock]).run()
+            # the workers inherit the socket bound above (uvicorn's --fd), so the port printed is
+            # theirs and a port in use was reported before any worker started
+            uvicorn.run(
+                "proxy.app:factory",
+                factory=True,
+                fd=sock.fileno(),
+                workers=settings.workers,
+                **common,
+            )
         return 0
     app = create_app(settings, library=library)
     settle()

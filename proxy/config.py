@@ -63,16 +63,15 @@ class Settings(BaseSettings):
     log_format: LogFormat = LogFormat.TEXT
     store: str = "memory://"
     workers: int = Field(default=1, ge=1, le=256)
-    max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    # limits and timeouts of the HTTP layers (flags too: serve --help lists them)
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)  # a request's, and a recorded copy
     connect_timeout: float = Field(default=10.0, gt=0)
-    read_timeout: float = Field(default=600.0, gt=0)  # between two bytes of a long, thinking stream
+    read_timeout: float = Field(default=600.0, gt=0)  # between two reads of a long, thinking stream
     total_timeout: float | None = Field(default=None, gt=0)  # a whole answer; none by default
     # longer than clients keep idle connections (httpx: 5 s, aiohttp: 15 s), so that the server
     # never closes one just as a client sends on it; agents sit idle while their tools run
     keep_alive_timeout: float = Field(default=120.0, gt=0)
-    shutdown_timeout: float = Field(
-        default=30.0, ge=0
-    )  # SIGTERM: how long in-flight answers may finish
+    shutdown_timeout: float = Field(default=30.0, ge=0)  # SIGTERM: how long answers may finish
 
     @field_validator("trajectory", "session_header", mode="before")
     @classmethod

@@ -45,9 +45,8 @@ class Dumper:
     async def write(self, session: str, record: dict[str, Any]) -> Path:
         number = await self._sequence("dumps", at_least=self._floor)
         path = file_in(self.folder, f"{number:010d}-{session}", ".json")
-        data = redact(orjson.dumps(record, option=orjson.OPT_INDENT_2), self.secrets)
         await asyncio.get_running_loop().run_in_executor(
-            self._writer, _write_atomically, path, data
+            self._writer, _write_atomically, path, record, self.secrets
         )
         return path
 
@@ -55,7 +54,8 @@ class Dumper:
         self._writer.shutdown(wait=True)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def _write_atomically(path: Path, record: dict[str, Any], secrets: tuple[str, ...]) -> None:
+    data = redact(orjson.dumps(record, option=orjson.OPT_INDENT_2), secrets)
     temp = path.with_name(f".{path.name}.tmp")
     with temp.open("wb") as f:
         f.write(data)

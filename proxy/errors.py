@@ -10,7 +10,8 @@
     ├── StoreUnavailable        503  the session store (SQLite, Redis) cannot be reached
     └── UpstreamError
         ├── NoUpstream          503  no --upstream configured, so nothing can be forwarded
-        ├── UpstreamUnreachable 502  connection refused, DNS failure, connection reset
+        ├── UpstreamUnreachable 502  refused, DNS, TLS certificate, forward proxy, closed unanswered
+        ├── UpstreamBadAnswer   502  an answer that cannot be passed on (not HTTP, 101, status 600+)
         └── UpstreamTimeout     504  the upstream did not answer in time
 
     LoadError                   a trajectory that cannot be loaded: file, message index, reason
@@ -106,6 +107,11 @@ class NoUpstream(UpstreamError):
 class UpstreamUnreachable(UpstreamError):
     status = 502
     code = "upstream_unreachable"
+
+
+class UpstreamBadAnswer(UpstreamError):
+    status = 502
+    code = "upstream_bad_answer"
 
 
 class UpstreamTimeout(UpstreamError):

@@ -6,6 +6,7 @@ path, query, headers and the body (bounded) are all they read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,9 @@ import orjson
 from starlette.types import Receive, Scope
 
 from proxy.errors import BadRequest, PayloadTooLarge
+
+# never put on the upstream's request line as they are: a space or CR LF there splits a request
+_UNSAFE = re.compile(rb"[\x00-\x20\x7f]")
 
 
 class Headers(Mapping[str, str]):
@@ -52,8 +56,9 @@ class Headers(Mapping[str, str]):
 @dataclass(slots=True)
 class Incoming:
     method: str
-    path: str
-    query: str
+    path: str  # percent-decoded, for routing and logs
+    raw_path: str  # as the caller sent it (still percent-encoded): what is forwarded
+    query: str  # as the caller sent it
     raw_headers: list[tuple[bytes, bytes]]
     headers: Headers
     body: bytes
@@ -69,6 +74,14 @@ class Incoming:
 
 
 async def receive_request(scope: Scope, receive: Receive, limit: int) -> Incoming:
+    raw_path = scope.get("raw_path") or scope["path"].encode()
+    query = scope["query_string"]
+    if _UNSAFE.search(raw_path) or _UNSAFE.search(query):
+        raise BadRequest(
+            "the request target holds a space or a control character; the proxy forwards the "
+            "path and query as they came, so they must be percent-encoded",
+            param="path",
+        )
     raw = scope["headers"]
     headers = Headers(raw)  # ASGI servers give header names in lower case (the spec says so)
     declared = headers.raw(b"content-length")
@@ -89,5 +102,7 @@ async def receive_request(scope: Scope, receive: Receive, limit: int) -> Incomin
         body = b"".join(chunks)
     if len(body) > limit:
         raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
-    query = scope["query_string"].decode("latin-1")
-    return Incoming(scope["method"], scope["path"], query, raw, headers, body)
+    return Incoming(
+        scope["method"], scope["path"], raw_path.decode("latin-1"), query.decode("latin-1"),
+        raw, headers, body,
+    )  # fmt: skip

@@ -1,8 +1,9 @@
 """--record-dir: every exchange, scripted or forwarded, in every lane, appended to <session>.jsonl.
 
-One JSON line per exchange, written when the exchange completes, through one writer thread (lines
-never interleave, and the event loop never waits on the disk). A crash loses at most the exchange
-in flight; a half-written last line is skipped with a warning when the recording is loaded.
+One JSON line per exchange, made and written when the exchange completes, in one writer thread
+(lines never interleave, and the event loop never waits on the disk or on serialising). A crash
+loses at most the exchange in flight; a half-written last line is skipped with a warning when the
+recording is loaded.
 Credentials are never written: no request headers are recorded, and every secret the proxy knows
 (the upstream key, the admin token, the client's own key) is replaced wherever it would appear.
 """
@@ -73,14 +74,18 @@ class Recorder:
         return file_in(self.folder, session, ".jsonl")
 
     async def write(self, exchange: Exchange, secrets: Iterable[str] = ()) -> None:
-        line = exchange.line((*self.secrets, *secrets))
+        """The line is made in the writer thread too: a large answer takes long to serialise."""
         path = self.path_for(exchange.session)
-        await asyncio.get_running_loop().run_in_executor(self._writer, _append, path, line)
+        known = (*self.secrets, *secrets)
+        await asyncio.get_running_loop().run_in_executor(
+            self._writer, _append, path, exchange, known
+        )
 
     def close(self) -> None:
         self._writer.shutdown(wait=True)
 
 
-def _append(path: Path, line: bytes) -> None:
+def _append(path: Path, exchange: Exchange, secrets: tuple[str, ...]) -> None:
+    line = exchange.line(secrets)
     with path.open("ab") as f:
         f.write(line)

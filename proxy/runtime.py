@@ -99,7 +99,7 @@ class Runtime:
 
         response = await self.upstream.send(
             request.method,
-            request.path,
+            request.raw_path,
             request.query,
             request.raw_headers,
             body,

@@ -1,49 +1,83 @@
-"""Rendered: an ASGI response for an answer the proxy made itself (a scripted or replayed turn).
+"""Answers the proxy makes itself (a scripted turn, a recorded exchange replayed): SSE streams
+through sse-starlette's EventSourceResponse, event by event; JSON in one piece.
 
-SSE events go out one body message each; `on_complete` runs before the end of the answer is sent,
-like PassThrough's, so a recording line is on its way before the client sees the end.
+The events are rendered once, as the bytes the SDKs parse (proxy.render), and sent as they are.
+`on_complete` runs before the last event (or the JSON body) is sent, as for a forwarded answer, so
+a recording line is on its way before the client sees the end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+from sse_starlette import EventSourceResponse
+from sse_starlette.sse import AppStatus
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 SSE = b"text/event-stream; charset=utf-8"
 JSON = b"application/json"
 
+# sse-starlette cuts every open stream at SIGTERM by default. A scripted stream lasts
+# milliseconds, and one cut short would end an agent's turn as if it were whole: the server's
+# graceful shutdown (--shutdown-timeout) lets them finish instead.
+AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
 
-class Rendered(Response):
+OnComplete = Callable[[], Awaitable[None]]
+
+
+def rendered(
+    parts: Sequence[bytes],
+    headers: list[tuple[bytes, bytes]],
+    *,
+    content_type: bytes = SSE,
+    status: int = 200,
+    on_complete: OnComplete | None = None,
+) -> Response:
+    if content_type.startswith(b"text/event-stream"):
+        # no keep-alive pings: the events are all in memory, and a ping would also hide a
+        # stall that a test injects on purpose
+        events = EventSourceResponse(_events(parts, on_complete), status_code=status, ping=0)
+        events.raw_headers.extend(headers)
+        return events
+    return Whole(b"".join(parts), headers, content_type, status, on_complete)
+
+
+async def _events(parts: Sequence[bytes], on_complete: OnComplete | None) -> AsyncIterator[bytes]:
+    last = len(parts) - 1
+    for i, part in enumerate(parts):
+        if i == last and on_complete is not None:
+            await on_complete()
+        yield part
+    if last < 0 and on_complete is not None:
+        await on_complete()
+
+
+class Whole(Response):
+    """A JSON (or other) body in one send, headers written once."""
+
     def __init__(
         self,
-        parts: Sequence[bytes],
+        body: bytes,
         headers: list[tuple[bytes, bytes]],
-        *,
-        content_type: bytes = SSE,
-        status: int = 200,
-        on_complete: Callable[[], Awaitable[None]] | None = None,
+        content_type: bytes,
+        status: int,
+        on_complete: OnComplete | None,
     ) -> None:
-        self.parts = parts
+        self.body = body
         self.status_code = status
         self.background = None
         self.on_complete = on_complete
-        self.raw_headers = [(b"content-type", content_type), *headers]
-        if content_type == SSE:
-            self.raw_headers.append((b"cache-control", b"no-cache"))
-        else:
-            self.raw_headers.append((b"content-length", str(sum(len(p) for p in parts)).encode()))
+        self.raw_headers = [
+            (b"content-type", content_type),
+            (b"content-length", str(len(body)).encode()),
+            *headers,
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.on_complete is not None:
+            await self.on_complete()
         await send(
             {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         )
-        if self.on_complete is None and len(self.parts) == 1:  # a JSON answer: one more send
-            await send({"type": "http.response.body", "body": self.parts[0]})
-            return
-        for part in self.parts:
-            await send({"type": "http.response.body", "body": part, "more_body": True})
-        if self.on_complete is not None:
-            await self.on_complete()
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await send({"type": "http.response.body", "body": self.body})

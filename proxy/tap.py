@@ -6,6 +6,7 @@ copied or parsed on the way through.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -22,6 +23,8 @@ from proxy.trajectory import Recorded
 from proxy.upstream import Captured
 
 log = logging.getLogger("proxy.tap")
+
+OFF_LOOP = 256 * 1024  # an answer larger than this is read back in a thread
 
 _CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
 
@@ -65,24 +68,23 @@ class Tap:
         x.ttfb_ms = self._ms(captured.first_byte)
         x.duration_ms = self._ms(time.perf_counter())
         x.error = captured.error
-        stream = captured.content_type.startswith("text/event-stream")
-        x.stream = stream
-        body = bytes(captured.body)
-        api = BY_NAME.get(x.api)
-        if api is not None:
-            assembled = api.reassemble(body, stream)
-            x.message, x.finish_reason = assembled.message, assembled.finish_reason
-            if stream:
-                x.events = assembled.events
-            else:
-                x.response = _json_or_text(body)
-            if self.dump is not None and captured.complete and captured.status == 200:
-                completion = assembled.completion()
-                if completion is not None:
-                    await self._dump({**self.dump, "response": completion})
+        x.stream = captured.content_type.startswith("text/event-stream")
+        if captured.over_limit:
+            x.error = x.error or (
+                f"the answer has {captured.size} bytes, more than --max-body-bytes "
+                f"({captured.limit}): it was passed on whole but is not recorded"
+            )
+            log.warning("session %s: %s", x.session, x.error)
+            await self._record()
+            return
+        body = captured.body()
+        dump = self.dump is not None and captured.complete and captured.status == 200
+        if len(body) > OFF_LOOP:  # parsing a large answer would stall every other request
+            completion = await asyncio.to_thread(_read_answer, x, body, dump)
         else:
-            x.events = sse_events(body) if stream else None
-            x.response = None if stream else _json_or_text(body)
+            completion = _read_answer(x, body, dump)
+        if completion is not None and self.dump is not None:
+            await self._dump({**self.dump, "response": completion})
         await self._record()
 
     async def rendered(
@@ -158,6 +160,22 @@ def dump_record(
         "replay_prefix_message_count": prefix,
         "messages": messages,
     }
+
+
+def _read_answer(x: Exchange, body: bytes, dump: bool) -> dict[str, Any] | None:
+    """The exchange's answer filled in from the body; the completion to dump, if one is due."""
+    api = BY_NAME.get(x.api)
+    if api is None:
+        x.events = sse_events(body) if x.stream else None
+        x.response = None if x.stream else _json_or_text(body)
+        return None
+    assembled = api.reassemble(body, x.stream)
+    x.message, x.finish_reason = assembled.message, assembled.finish_reason
+    if x.stream:
+        x.events = assembled.events
+    else:
+        x.response = _json_or_text(body)
+    return assembled.completion() if dump else None
 
 
 def _json_or_text(body: bytes) -> Any:

@@ -29,8 +29,6 @@ from typing import Any
 import httpx
 import uvicorn
 
-from proxy.server import Protocol
-
 
 @contextmanager
 def serving(app: Any) -> Iterator[str]:
@@ -40,6 +38,7 @@ def serving(app: Any) -> Iterator[str]:
     queues them until uvicorn accepts): nothing has to wait or poll."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as `replay-proxy serve` does
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
     port = sock.getsockname()[1]
@@ -50,7 +49,6 @@ def serving(app: Any) -> Iterator[str]:
             lifespan="on",
             log_config=None,
             server_header=False,
-            http=Protocol,
         )
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

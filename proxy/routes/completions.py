@@ -22,7 +22,7 @@ from proxy.incoming import Incoming
 from proxy.render.chat import chat_message
 from proxy.routes.strict import answer_recorded
 from proxy.runtime import Runtime
-from proxy.streaming import JSON, SSE, Rendered
+from proxy.streaming import JSON, SSE, rendered
 from proxy.tap import Tap, dump_record
 from proxy.trajectory import Trajectory, Turn
 
@@ -250,4 +250,4 @@ def _answer(call: InFlight, decision: Scripted | Stop, script: Trajectory | None
         async def on_complete() -> None:
             await tap.rendered(parts, stream=conv.stream, message=message, turn=label)
 
-    return Rendered(parts, headers, content_type=content_type, on_complete=on_complete)
+    return rendered(parts, headers, content_type=content_type, on_complete=on_complete)

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from proxy.errors import PROXY_HEADERS, ReplayDiverged
 from proxy.incoming import Incoming
 from proxy.runtime import Runtime
-from proxy.streaming import Rendered
+from proxy.streaming import rendered
 from proxy.strict import Miss
 from proxy.tap import Tap
 from proxy.trajectory import Trajectory
@@ -51,7 +51,7 @@ async def answer_recorded(
             if tap is not None:
                 tap.exchange.source = "strict"
                 on_complete = functools.partial(tap.replayed, recorded, ref)
-            return Rendered(
+            return rendered(
                 [recorded.body],
                 headers,
                 content_type=recorded.content_type.encode(),
