@@ -32,6 +32,7 @@ from proxy.normalize import compile_masks
 from proxy.store import open_store
 from proxy.trajectory import Trajectory
 from proxy.upstream import display
+from proxy.upstream.pool import forward_proxy
 
 EXIT_BAD_FILE = 1
 EXIT_USAGE = 2
@@ -215,6 +216,12 @@ def serve(flags: dict[str, Any]) -> int:
             )
         return EXIT_USAGE
     configure_logging(settings)
+    if settings.upstream:
+        try:
+            forward_proxy(settings.upstream)  # read from the environment once, here first
+        except ValueError as exc:
+            print(f"replay-proxy: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     try:
         library = Library.load(settings.trajectory, settings.trajectory_dir)
     except LibraryError as exc:

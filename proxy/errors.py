@@ -7,6 +7,7 @@
     ├── NotFound                404  unknown session, trajectory or route
     ├── ReplayDiverged          404  the request history disagrees with the session's script
     ├── PayloadTooLarge         413  body over the configured limit
+    ├── ClientClosedRequest     499  the client left (or its body broke off) before the body ended
     ├── StoreUnavailable        503  the session store (SQLite, Redis) cannot be reached
     └── UpstreamError
         ├── NoUpstream          503  no --upstream configured, so nothing can be forwarded
@@ -86,6 +87,14 @@ class PayloadTooLarge(ProxyError):
     status = 413
     type = "invalid_request_error"
     code = "payload_too_large"
+
+
+class ClientClosedRequest(ProxyError):
+    """Nobody reads this answer; the status (nginx's 499) is for the log and the metrics."""
+
+    status = 499
+    type = "invalid_request_error"
+    code = "client_closed_request"
 
 
 class StoreUnavailable(ProxyError):

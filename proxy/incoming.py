@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope
 
-from proxy.errors import BadRequest, PayloadTooLarge
+from proxy.errors import BadRequest, ClientClosedRequest, PayloadTooLarge
 
 # never put on the upstream's request line as they are: a space or CR LF there splits a request
 _UNSAFE = re.compile(rb"[\x00-\x20\x7f]")
@@ -88,12 +88,16 @@ async def receive_request(scope: Scope, receive: Receive, limit: int) -> Incomin
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the request body has {int(declared)} bytes; the limit is {limit}")
     message = await receive()
+    if message["type"] == "http.disconnect":
+        raise _gone()
     body = message.get("body", b"")
     if message.get("more_body", False):  # a body in pieces: gathered, within the limit
         chunks = [body]
         size = len(body)
         while message.get("more_body", False):
             message = await receive()
+            if message["type"] == "http.disconnect":  # a half body is never taken for a whole
+                raise _gone()
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
@@ -106,3 +110,11 @@ async def receive_request(scope: Scope, receive: Receive, limit: int) -> Incomin
         scope["method"], scope["path"], raw_path.decode("latin-1"), query.decode("latin-1"),
         raw, headers, body,
     )  # fmt: skip
+
+
+def _gone() -> ClientClosedRequest:
+    """The server ends a request whose body cannot be framed (a bad chunk) as a disconnect."""
+    return ClientClosedRequest(
+        "the client closed the connection, or its body could not be read, before the request "
+        "body was complete"
+    )

@@ -31,8 +31,9 @@ import uvicorn
 
 
 @contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """Serve an ASGI app on 127.0.0.1:<free port> in a thread; yields the root URL.
+def serving(app: Any, **config: Any) -> Iterator[str]:
+    """Serve an ASGI app on 127.0.0.1:<free port> in a thread; yields the root URL. `config`
+    goes to uvicorn.Config (ssl_certfile and ssl_keyfile serve HTTPS: the URL says https).
 
     The socket listens before the thread starts, so clients can connect at once (the kernel
     queues them until uvicorn accepts): nothing has to wait or poll."""
@@ -49,12 +50,14 @@ def serving(app: Any) -> Iterator[str]:
             lifespan="on",
             log_config=None,
             server_header=False,
+            **config,
         )
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        scheme = "https" if config.get("ssl_certfile") else "http"
+        yield f"{scheme}://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=30)

@@ -5,6 +5,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -108,3 +109,38 @@ def redis_url(redis_server: str) -> str:
     client.flushdb()
     client.close()
     return redis_server
+
+
+@pytest.fixture(scope="session")
+def forward_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real HTTP forward proxy (tinyproxy, which .ci/run installs) on loopback; yields its URL."""
+    binary = shutil.which("tinyproxy")
+    if binary is None:
+        if os.environ.get("REPLAY_PROXY_REQUIRE_FORWARD_PROXY"):
+            pytest.fail("tinyproxy is required (REPLAY_PROXY_REQUIRE_FORWARD_PROXY) but missing")
+        pytest.skip("tinyproxy is not installed (apt-get install tinyproxy, or run .ci/run)")
+    folder = tmp_path_factory.mktemp("tinyproxy")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = folder / "tinyproxy.conf"
+    conf.write_text(
+        f"Port {port}\nListen 127.0.0.1\nTimeout 30\nAllow 127.0.0.1\nMaxClients 64\n"
+        "LogLevel Info\n"
+    )
+    process = subprocess.Popen(
+        [binary, "-d", "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert process.stdout is not None
+    for line in process.stdout:  # tinyproxy says when it accepts connections
+        if "Accepting connections" in line:
+            break
+    else:
+        pytest.fail("tinyproxy did not start")
+    drain = threading.Thread(target=process.stdout.read, daemon=True)  # its log, never blocking it
+    drain.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

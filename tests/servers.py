@@ -1,10 +1,13 @@
 """Real servers for tests: an ASGI app under uvicorn on a free loopback port (proxy.testing's,
-the same users get), and fake upstreams that answer like an LLM would.
+the same users get), fake upstreams that answer like an LLM would, and a raw one (RawUpstream)
+that writes whatever bytes a test needs, for the cases a well-behaved server never produces.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -337,3 +340,102 @@ def raw(
     return lambda seen: Response(
         body, status_code=status_code, media_type=content_type, headers=headers
     )
+
+
+@dataclass
+class RawRequest:
+    """One request as a raw upstream read it: the request line's target exactly as sent."""
+
+    method: str
+    target: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class RawConnection:
+    """One connection to a RawUpstream, for its script to read requests from and write bytes to."""
+
+    def __init__(self, sock: socket.socket, seen: list[RawRequest]) -> None:
+        self.sock = sock
+        self.seen = seen
+        self.buffer = b""
+
+    def read_request(self) -> RawRequest | None:
+        """The next request (its body by content-length), or None when the peer closed."""
+        while b"\r\n\r\n" not in self.buffer:
+            data = self.sock.recv(65536)
+            if not data:
+                return None
+            self.buffer += data
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        line, *fields = head.decode("latin-1").split("\r\n")
+        method, target, _ = line.split(" ", 2)
+        headers = {}
+        for field_line in fields:
+            name, _, value = field_line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        size = int(headers.get("content-length", "0"))
+        while len(self.buffer) < size:
+            data = self.sock.recv(65536)
+            if not data:
+                return None
+            self.buffer += data
+        body, self.buffer = self.buffer[:size], self.buffer[size:]
+        request = RawRequest(method, target, headers, body)
+        self.seen.append(request)
+        return request
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+
+def http_answer(body: bytes, status_line: bytes = b"200 OK", headers: bytes = b"") -> bytes:
+    return (
+        b"HTTP/1.1 " + status_line + b"\r\ncontent-type: application/json\r\n" + headers
+        + b"content-length: %d\r\n\r\n" % len(body) + body
+    )  # fmt: skip
+
+
+class RawUpstream:
+    """An upstream that speaks HTTP/1.1 as badly as a test needs: each connection is handed to
+    `script(conn)` in a thread of its own, to read requests and write whatever bytes it likes.
+    Every request read is kept in `requests`, in order, with its target as it came."""
+
+    def __init__(self, script: Callable[[RawConnection], None]) -> None:
+        self.script = script
+        self.requests: list[RawRequest] = []
+        self.connections = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/v1"
+        self._threads: list[threading.Thread] = []
+        self._open: list[socket.socket] = []
+
+    def __enter__(self) -> RawUpstream:
+        thread = threading.Thread(target=self._accept, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._listener.close()
+        for sock in self._open:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            self._open.append(sock)
+            thread = threading.Thread(target=self._serve, args=(sock,), daemon=True)
+            thread.start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            self.script(RawConnection(sock, self.requests))
+        with contextlib.suppress(OSError):
+            sock.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -110,6 +111,41 @@ def test_serve_reports_bad_files_and_flags_before_binding(tmp_path: Path) -> Non
     assert flag.returncode == 2 and "--upstream" in flag.stderr and "not an http" in flag.stderr
     env = run("serve", env={"REPLAY_PROXY_ON_DIVERGENCE": "sometimes", "REPLAY_PROXY_PORT": "0"})
     assert env.returncode == 2 and "--on-divergence" in env.stderr
+    timeout = run("serve", "--read-timeout", "0", "--port", "0")
+    assert timeout.returncode == 2 and "--read-timeout" in timeout.stderr
+    socks = run(
+        "serve", "--upstream", "http://llm.invalid/v1", "--port", "0",
+        env={"ALL_PROXY": "socks5://user:pw@127.0.0.1:1080", "NO_PROXY": ""},
+    )  # fmt: skip
+    assert socks.returncode == 2 and "socks5://" in socks.stderr and "pw" not in socks.stderr
+
+
+def test_serve_help_lists_the_limits_and_timeouts_as_flags() -> None:
+    text = run("serve", "--help").stdout
+    for flag in (
+        "--max-body-bytes",
+        "--connect-timeout",
+        "--read-timeout",
+        "--total-timeout",
+        "--keep-alive-timeout",
+        "--shutdown-timeout",
+    ):
+        assert flag in text, flag
+
+
+def test_serve_takes_the_limits_from_flags_and_environment(tmp_path: Path) -> None:
+    """--max-body-bytes from a flag and a timeout from REPLAY_PROXY_*, both in force."""
+    with serving("--max-body-bytes", "64", env={"REPLAY_PROXY_KEEP_ALIVE_TIMEOUT": "0.2"}) as url:
+        big = httpx.post(url + "/chat/completions", content=b"{" + b" " * 100 + b"}")
+        root = url.removesuffix("/v1")
+        host, port = root.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            answer = b""
+            while chunk := sock.recv(65536):  # ends when the idle connection is closed
+                answer += chunk
+    assert big.status_code == 413 and "limit is 64" in big.json()["error"]["message"]
+    assert answer.startswith(b"HTTP/1.1 200")
 
 
 def test_serve_with_env_configuration_replays_the_bundled_example() -> None:

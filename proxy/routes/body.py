@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 
-from proxy.errors import PayloadTooLarge
+from proxy.errors import ClientClosedRequest, PayloadTooLarge
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -13,9 +14,14 @@ async def read_body(request: Request, limit: int) -> bytes:
         raise PayloadTooLarge(f"the request body has {declared} bytes; the limit is {limit}")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # a half body is never taken for a whole one
+        raise ClientClosedRequest(
+            "the client closed the connection before the request body was complete"
+        ) from None
     return b"".join(chunks)
