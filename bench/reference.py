@@ -1,5 +1,6 @@
-"""The reference for scripted turns: a bare FastAPI endpoint that returns given bytes from memory,
-as JSON or as an SSE stream of the same events, under the same uvicorn settings as the proxy.
+"""The references for scripted turns, under the same uvicorn settings as the proxy: a bare
+FastAPI endpoint returning the same JSON bytes from memory, and the same canned SSE events sent
+through sse-starlette's EventSourceResponse, as an app built on it would send them.
 
     python -m bench.reference --port 0 --json answer.json --events answer.sse
 """
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
+from sse_starlette import EventSourceResponse
 
 
 def app(json_body: bytes, events: list[bytes]) -> FastAPI:
@@ -27,7 +29,7 @@ def app(json_body: bytes, events: list[bytes]) -> FastAPI:
     async def answer(request: Request) -> Response:
         body = await request.body()
         if b'"stream":true' in body or b'"stream": true' in body:
-            return StreamingResponse(stream(), media_type="text/event-stream")
+            return EventSourceResponse(stream())
         return Response(json_body, media_type="application/json")
 
     return api
@@ -42,6 +44,7 @@ def main() -> None:
     events = [e + b"\n\n" for e in args.events.read_bytes().split(b"\n\n") if e.strip()]
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as the proxy's
     sock.bind(("127.0.0.1", args.port))
     sock.listen(2048)
     print(f"bench reference listening on http://127.0.0.1:{sock.getsockname()[1]}/v1", flush=True)

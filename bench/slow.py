@@ -91,8 +91,11 @@ def measure(url: str, streams: int) -> dict[str, Any]:
 CHUNKS = 100  # events per stream, 20 ms apart: 2 s
 
 
+COUNTS = (500, 1000, 1500, 2000)
+
+
 def suite(
-    counts: tuple[int, ...] = (500, 1000, 1500, 2000), budget_ms: float = 10.0, workers: int = 1
+    counts: tuple[int, ...] = COUNTS, budget_ms: float = 10.0, workers: int = 1
 ) -> dict[str, Any]:
     """Gaps are counted once all streams are open. nginx (one worker) goes through the same runs
     as a reference. Every party's CPU is read per event (user and kernel apart): one worker is
@@ -135,6 +138,14 @@ def suite(
     out["streams_within_budget"] = held
     out["nginx_streams_within_budget"] = nginx_held
     return out
+
+
+def cpu_vs_nginx(run: dict[str, Any]) -> float:
+    """The proxy's CPU per event over nginx's, at the first (smallest) count."""
+    first = run["runs"][0]
+    proxy = first["proxy"]["cpu_us_per_event"]["hop"]
+    nginx = first["nginx"]["cpu_us_per_event"]["hop"]
+    return float(proxy / nginx) if nginx else float("inf")
 
 
 def _measured(url: str, streams: int, up_pid: int, hop_pid: int | None) -> dict[str, Any]:

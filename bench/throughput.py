@@ -4,7 +4,8 @@
     nginx       wrk -> nginx (1 worker, proxy_buffering off) -> upstream        reference for forwarding
     forwarded   wrk -> replay-proxy (a session with no script: the live path) -> upstream
     scripted    wrk -> replay-proxy answering a scripted turn
-    bare        wrk -> a bare FastAPI endpoint returning the same bytes          reference for scripted
+    bare        wrk -> FastAPI returning the same JSON bytes, or the same events
+                       through sse-starlette's EventSourceResponse                 reference for scripted
 
 each at concurrency 1, 8 and 64, streaming (64 chunks) and not. Also the time to the first chunk
 of a forwarded stream at concurrency 1, direct and through the proxy (an asyncio client).

@@ -62,3 +62,4 @@ def test_the_slow_table_shows_each_partys_cpu_against_the_ceiling() -> None:
     assert row[:5] == ["2000", "22.00", "+15.70", "+18.00", "10.0"]
     assert row[5:9] == ["21.5", "(11.2)", "10.2", "(8.1)"]
     assert row[9:] == ["6.1", "(4.7)", "8.2", "(5.5)"]
+    assert slow.cpu_vs_nginx(run) == 21.5 / 10.2  # the forwarded-CPU target's figure

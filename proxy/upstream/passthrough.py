@@ -197,8 +197,7 @@ class PassThrough(Response):
             rest = self._masked(holdback.rest()) if holdback is not None else b""
             await send({"type": "http.response.body", "body": rest, "more_body": False})
         finally:
-            watcher.cancel()
-            await asyncio.wait((watcher,))  # never left running; an outer cancel still propagates
+            watcher.cancel()  # it ends at its next step, inside receive(): nothing left to close
             answer.close()  # a no-op once the whole body was read: the connection is pooled again
             if self.on_complete is not None and not reported:
                 captured.error = captured.error or "the client disconnected before the end"
