@@ -106,6 +106,8 @@ async def receive_request(scope: Scope, receive: Receive, limit: int) -> Incomin
         body = b"".join(chunks)
     if len(body) > limit:
         raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
+    if declared is not None and declared.isdigit() and len(body) != int(declared):
+        raise _short(headers, len(body), int(declared))
     return Incoming(
         scope["method"], scope["path"], raw_path.decode("latin-1"), query.decode("latin-1"),
         raw, headers, body,
@@ -118,3 +120,17 @@ def _gone() -> ClientClosedRequest:
         "the client closed the connection, or its body could not be read, before the request "
         "body was complete"
     )
+
+
+def _short(headers: Headers, got: int, declared: int) -> BadRequest:
+    """uvicorn (httptools) stops reading a request at its head when it asks to switch protocols,
+    as curl --http2 does on an http:// URL: the body never arrives."""
+    upgrade = headers.get("upgrade")
+    if upgrade:
+        return BadRequest(
+            f"the request asks to switch to {upgrade!r} (curl --http2 does so on http:// URLs); "
+            "the proxy speaks HTTP/1.1 and does not read the body of such a request: send it "
+            "without the upgrade (curl --http1.1)",
+            param="upgrade",
+        )
+    return BadRequest(f"the request body has {got} of the {declared} bytes its Content-Length says")

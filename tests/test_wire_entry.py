@@ -106,7 +106,7 @@ def whole_answer(sock: socket.socket) -> bytes:
     length = int(head.lower().split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0])
     while len(body) < length:
         body += sock.recv(65536)
-    return data
+    return head + b"\r\n\r\n" + body
 
 
 @pytest.fixture
@@ -180,3 +180,22 @@ def test_an_idle_client_connection_is_closed_after_the_keep_alive_timeout(
         sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
         answer = until_closed(sock)  # returns once the server closes the idle connection
     assert answer.startswith(b"HTTP/1.1 200") and answer.count(b"HTTP/1.1 ") == 1
+
+
+def test_a_post_asking_to_upgrade_to_h2c_gets_a_400_that_says_so(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str]
+) -> None:
+    """curl --http2 on an http:// URL: the server reads no body after such a head."""
+    fake, upstream_url = upstream
+    body = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+    with proxy(upstream=upstream_url) as url, connect(url) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"connection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nhttp2-settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n"
+            b"content-length: %d\r\n\r\n" % len(body) + body
+        )
+        answer = whole_answer(sock)
+    assert answer.startswith(b"HTTP/1.1 400")
+    message = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["message"]
+    assert "'h2c'" in message and "--http1.1" in message
+    assert fake.requests == []
