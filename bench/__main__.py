@@ -56,7 +56,7 @@ def targets(
         )
         ratio = _rps(t, "forwarded/json/c8") / _rps(t, "nginx/json/c8")
         rows.append(
-            ("forwarded non-streaming, c=8, vs nginx", f"{ratio:.2f}x", ">= 0.12x", ratio >= 0.12)
+            ("forwarded non-streaming, c=8, vs nginx", f"{ratio:.3f}x", ">= 0.12x", ratio >= 0.12)
         )
         for kind, reference in (("json", "bare FastAPI"), ("stream", "sse-starlette")):
             worst = min(
