@@ -23,7 +23,7 @@ import aiohttp
 import orjson
 
 from bench import procs
-from proxy.loaders import load_bytes
+from proxy.formats import load_bytes
 from proxy.parse.chat import parse_chat
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
@@ -96,7 +96,7 @@ def memory(sessions: int = 10_000, trajectories: int = 100) -> dict[str, Any]:
 
 def shared_script() -> bool:
     """Sessions bound to one trajectory share one Trajectory object (checked in-process)."""
-    from proxy.library import Library
+    from proxy.sessions.library import Library
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "t.json"

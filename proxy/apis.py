@@ -10,15 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.content import text_of
-from proxy.conversation import Conversation
 from proxy.parse.anthropic import parse_anthropic
 from proxy.parse.chat import parse_chat
 from proxy.parse.responses import parse_responses
 from proxy.reassemble import Assembled, anthropic_response, chat_response, responses_response
 from proxy.render import anthropic, chat, responses
-from proxy.splice import Insertion, apply_chat
-from proxy.trajectory import Turn
+from proxy.replay.content import text_of
+from proxy.replay.conversation import Conversation
+from proxy.replay.splice import Insertion, apply_chat
+from proxy.replay.trajectory import Turn
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,19 +16,19 @@ from starlette.responses import Response
 
 from proxy import logs
 from proxy.config import Settings
-from proxy.dumps import Dumper
-from proxy.engine import Mode, Rules
 from proxy.errors import BadRequest, NotFound, ProxyError
-from proxy.front import Front, answer_error, unexpected
-from proxy.library import Library
+from proxy.http import admin, health, ui
+from proxy.http.front import Front, answer_error, unexpected
 from proxy.metrics import Metrics
-from proxy.normalize import compile_masks
-from proxy.recording import Recorder
-from proxy.routes import admin, health, ui
+from proxy.recording.dumper import Dumper
+from proxy.recording.recorder import Recorder
+from proxy.replay.engine import Mode, Rules
+from proxy.replay.normalize import compile_masks
+from proxy.replay.strict import StrictReplay
 from proxy.runtime import Runtime
-from proxy.sessions import Sessions
+from proxy.sessions.library import Library
+from proxy.sessions.registry import Sessions
 from proxy.store import Store, open_store
-from proxy.strict import StrictReplay
 from proxy.upstream import Upstream
 
 
@@ -112,7 +112,7 @@ HOT_PATHS = {
 
 
 def _document_hot_paths(api: FastAPI) -> None:
-    """proxy.front serves the completion endpoints outside FastAPI; list them in the schema too."""
+    """proxy.http.front serves the completion endpoints outside FastAPI; list them in the schema too."""
     plain = api.openapi
 
     def openapi() -> dict[str, Any]:

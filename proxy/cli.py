@@ -23,14 +23,14 @@ import uvicorn
 from pydantic import ValidationError
 
 from proxy.config import DEFAULT_SESSION_HEADERS, Settings
-from proxy.diff import diff
-from proxy.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
 from proxy.errors import LoadError
-from proxy.library import Library, LibraryError
-from proxy.loaders import load_file
-from proxy.normalize import compile_masks
+from proxy.formats import load_file
+from proxy.recording.diff import diff
+from proxy.replay.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
+from proxy.replay.normalize import compile_masks
+from proxy.replay.trajectory import Trajectory
+from proxy.sessions.library import Library, LibraryError
 from proxy.store import open_store
-from proxy.trajectory import Trajectory
 from proxy.upstream import display
 from proxy.upstream.pool import forward_proxy
 

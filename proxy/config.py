@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from proxy.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
+from proxy.replay.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
 
 DEFAULT_SESSION_HEADERS = (
     "x-session-affinity",

@@ -11,8 +11,8 @@ from typing import Any
 
 import orjson
 
-from proxy.loaders.anthropic import messages_to_chat
-from proxy.loaders.responses import items_to_chat
+from proxy.formats.anthropic import messages_to_chat
+from proxy.formats.responses import items_to_chat
 
 
 @dataclass(slots=True)

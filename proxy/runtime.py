@@ -6,16 +6,16 @@ import time
 from dataclasses import dataclass
 
 from proxy.config import Settings
-from proxy.dumps import Dumper
-from proxy.engine import Rules
-from proxy.incoming import Incoming
-from proxy.library import Library
+from proxy.http.incoming import Incoming
 from proxy.logs import request_line
 from proxy.metrics import Metrics
-from proxy.recording import Exchange, Recorder
-from proxy.sessions import Sessions
+from proxy.recording.dumper import Dumper
+from proxy.recording.recorder import Exchange, Recorder
+from proxy.recording.tap import Tap, client_secrets
+from proxy.replay.engine import Rules
+from proxy.sessions.library import Library
+from proxy.sessions.registry import Sessions
 from proxy.store import Store
-from proxy.tap import Tap, client_secrets
 from proxy.upstream import Captured, PassThrough, Upstream
 
 

@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from proxy.loaders import load_file
+from proxy.formats import load_file
 from tests.conftest import ProxyFactory
 from tests.servers import FakeUpstream, anthropic_text, responses_text
 

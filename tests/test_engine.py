@@ -7,12 +7,20 @@ from typing import Any
 
 import pytest
 
-from proxy.conversation import Lane
-from proxy.engine import Diverged, DivergencePolicy, Forward, ForwardReason, Rules, Scripted, decide
-from proxy.loaders import load_bytes
+from proxy.formats import load_bytes
 from proxy.parse.chat import parse_chat
-from proxy.splice import apply_chat
-from proxy.trajectory import Trajectory
+from proxy.replay.conversation import Lane
+from proxy.replay.engine import (
+    Diverged,
+    DivergencePolicy,
+    Forward,
+    ForwardReason,
+    Rules,
+    Scripted,
+    decide,
+)
+from proxy.replay.splice import apply_chat
+from proxy.replay.trajectory import Trajectory
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in ("bash", "read")]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from proxy.errors import LoadError
-from proxy.loaders import load_bytes, load_file
+from proxy.formats import load_bytes, load_file
 
 
 def call(call_id: str | None, name: str = "bash", arguments: object = '{"command": "ls"}') -> dict:

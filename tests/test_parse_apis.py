@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from proxy.config import DEFAULT_SESSION_HEADERS
-from proxy.conversation import Lane, session_id
 from proxy.errors import BadRequest
-from proxy.loaders import load_bytes
+from proxy.formats import load_bytes
 from proxy.parse.anthropic import parse_anthropic
 from proxy.parse.responses import parse_responses
+from proxy.replay.conversation import Lane, session_id
 from tests.test_parse_chat import captured, headers
 
 PARSERS = {"/v1/responses": parse_responses, "/v1/messages": parse_anthropic}

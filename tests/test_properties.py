@@ -12,14 +12,14 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.conversation import Conversation
-from proxy.engine import Diverged, DivergencePolicy, Forward, Rules, Scripted, decide
 from proxy.errors import BadRequest, LoadError
-from proxy.loaders import load_bytes
+from proxy.formats import load_bytes
 from proxy.parse.anthropic import parse_anthropic
 from proxy.parse.chat import parse_chat
 from proxy.parse.responses import parse_responses
-from proxy.trajectory import Trajectory
+from proxy.replay.conversation import Conversation
+from proxy.replay.engine import Diverged, DivergencePolicy, Forward, Rules, Scripted, decide
+from proxy.replay.trajectory import Trajectory
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from proxy.loaders import load_file
+from proxy.formats import load_file
 from tests.agent import SYSTEM, TASK, agent_step, bash, client, follow, ran, start_messages
 from tests.conftest import ROOT, ProxyFactory
 from tests.servers import FakeUpstream, text, tool_call

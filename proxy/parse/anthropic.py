@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.content import is_content, text_of
-from proxy.conversation import Call, Conversation, Reply, Result, path_of
 from proxy.errors import BadRequest
+from proxy.replay.content import is_content, text_of
+from proxy.replay.conversation import Call, Conversation, Reply, Result, path_of
 
 
 def parse_anthropic(body: Any) -> Conversation:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.content import text_of
-from proxy.conversation import Call, Conversation, Reply, Result, path_of
 from proxy.errors import BadRequest
-from proxy.loaders.responses import ASSISTANT_SIDE  # one rule for what makes up a reply
+from proxy.formats.responses import ASSISTANT_SIDE  # one rule for what makes up a reply
+from proxy.replay.content import text_of
+from proxy.replay.conversation import Call, Conversation, Reply, Result, path_of
 
 
 def parse_responses(body: Any) -> Conversation:

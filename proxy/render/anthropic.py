@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 
 from proxy.errors import ProxyError
-from proxy.ids import derived, wire_id
-from proxy.trajectory import Turn
+from proxy.replay.ids import derived, wire_id
+from proxy.replay.trajectory import Turn
 
 SIGNATURE_MARK = b"rp1:"  # the decoded start of the proxy's own thinking signatures
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from proxy.trajectory import Turn
+from proxy.replay.trajectory import Turn
 
 USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}  # no model ran
 

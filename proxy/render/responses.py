@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from proxy.ids import derived
-from proxy.trajectory import Turn
+from proxy.replay.ids import derived
+from proxy.replay.trajectory import Turn
 
 REASONING_MARK = "rp1."  # prefixes the proxy's own encrypted_content, stripped before forwarding
 OWN_ID_PREFIXES = ("rs_rp1", "msg_rp1", "fc_rp1", "resp_rp1")  # ids the proxy made up

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from proxy.difference import Difference, first_difference
-from proxy.normalize import normalize
-from proxy.trajectory import Recorded
+from proxy.replay.difference import Difference, first_difference
+from proxy.replay.normalize import normalize
+from proxy.replay.trajectory import Recorded
 
 
 @dataclass(frozen=True, slots=True)

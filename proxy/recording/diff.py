@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.difference import first_difference
-from proxy.normalize import normalize
 from proxy.reassemble import chat_response
-from proxy.trajectory import Recorded, Trajectory
+from proxy.replay.difference import first_difference
+from proxy.replay.normalize import normalize
+from proxy.replay.trajectory import Recorded, Trajectory
 
 LANES = ("main", "toolless", "subagent", "other")
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from proxy.content import text_of
-from proxy.ids import wire_id
-from proxy.trajectory import UserMessage
+from proxy.replay.content import text_of
+from proxy.replay.ids import wire_id
+from proxy.replay.trajectory import UserMessage
 
 if TYPE_CHECKING:
-    from proxy.conversation import Conversation, Reply
-    from proxy.trajectory import Trajectory
+    from proxy.replay.conversation import Conversation, Reply
+    from proxy.replay.trajectory import Trajectory
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Everything under /v1 that is not answered from a script goes upstream as it is.
 
 In strict mode nothing goes upstream: such requests are answered from the recordings' exchanges
-of the lane "other" (first unused equal request), or get an error. Served by proxy.front.
+of the lane "other" (first unused equal request), or get an error. Served by proxy.http.front.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import orjson
 from starlette.responses import Response
 
 from proxy.errors import BadRequest, ProxyError
-from proxy.incoming import Incoming
+from proxy.http.incoming import Incoming
+from proxy.http.recorded import answer_recorded
 from proxy.names import is_valid_name
-from proxy.routes.strict import answer_recorded
 from proxy.runtime import Runtime
 
 LANE = "other"

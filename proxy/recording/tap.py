@@ -15,14 +15,14 @@ from typing import Any
 import orjson
 
 from proxy.apis import BY_NAME
-from proxy.dumps import Dumper
 from proxy.reassemble import sse_events
-from proxy.recording import Exchange, Recorder
-from proxy.status import iso
-from proxy.trajectory import Recorded
+from proxy.recording.dumper import Dumper
+from proxy.recording.recorder import Exchange, Recorder
+from proxy.replay.trajectory import Recorded
+from proxy.sessions.status import iso
 from proxy.upstream import Captured
 
-log = logging.getLogger("proxy.tap")
+log = logging.getLogger("proxy.recording.tap")
 
 OFF_LOOP = 256 * 1024  # an answer larger than this is read back in a thread
 

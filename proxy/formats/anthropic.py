@@ -12,8 +12,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.content import text_of
 from proxy.errors import LoadError
+from proxy.replay.content import text_of
 
 MARKERS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 

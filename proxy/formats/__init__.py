@@ -27,14 +27,14 @@ from typing import Any
 import orjson
 
 from proxy.errors import LoadError
-from proxy.loaders.anthropic import MARKERS as ANTHROPIC_ONLY
-from proxy.loaders.anthropic import looks_like_anthropic, messages_to_chat
-from proxy.loaders.chat import trajectory_from_messages
-from proxy.loaders.recording import is_recording, trajectory_from_recording
-from proxy.loaders.responses import RESPONSES_ONLY, items_to_chat
-from proxy.trajectory import Note, Trajectory
+from proxy.formats.anthropic import MARKERS as ANTHROPIC_ONLY
+from proxy.formats.anthropic import looks_like_anthropic, messages_to_chat
+from proxy.formats.chat import trajectory_from_messages
+from proxy.formats.recording import is_recording, trajectory_from_recording
+from proxy.formats.responses import RESPONSES_ONLY, items_to_chat
+from proxy.replay.trajectory import Note, Trajectory
 
-log = logging.getLogger("proxy.loaders")
+log = logging.getLogger("proxy.formats")
 
 __all__ = ["LoadError", "load_bytes", "load_file"]
 

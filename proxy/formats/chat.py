@@ -17,9 +17,9 @@ from typing import Any
 
 import orjson
 
-from proxy.content import split_reasoning, text_of
 from proxy.errors import LoadError
-from proxy.trajectory import Note, ToolCall, Trajectory, Turn, UserMessage
+from proxy.replay.content import split_reasoning, text_of
+from proxy.replay.trajectory import Note, ToolCall, Trajectory, Turn, UserMessage
 
 
 def trajectory_from_messages(

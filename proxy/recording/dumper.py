@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from proxy.names import file_in
-from proxy.recording import redact
+from proxy.recording.recorder import redact
 
 _SEQUENCE = re.compile(r"^(\d{10})-")
 

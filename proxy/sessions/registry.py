@@ -13,15 +13,23 @@ from __future__ import annotations
 import time
 from typing import Any, NamedTuple
 
-from proxy.conversation import Conversation, Lane
-from proxy.engine import Decision, Diverged, Divergence, Forward, ForwardReason, Scripted, Stop
 from proxy.errors import BadRequest, NotFound
-from proxy.library import Library
 from proxy.names import is_valid_name
-from proxy.status import report
+from proxy.replay.conversation import Conversation, Lane
+from proxy.replay.engine import (
+    Decision,
+    Diverged,
+    Divergence,
+    Forward,
+    ForwardReason,
+    Scripted,
+    Stop,
+)
+from proxy.replay.trajectory import Trajectory
+from proxy.sessions.library import Library
+from proxy.sessions.status import report
 from proxy.store import Store
 from proxy.store.state import Event, SessionState
-from proxy.trajectory import Trajectory
 
 
 class Binding(NamedTuple):  # not a frozen dataclass: one is made per request, at 3x the cost

@@ -1,6 +1,6 @@
 """POST /v1/chat/completions, /v1/responses and /v1/messages: one path for all three APIs.
 
-route -> parse -> engine.decide (pure) -> store -> render or forward. Served by proxy.front as
+route -> parse -> engine.decide (pure) -> store -> render or forward. Served by proxy.http.front as
 plain ASGI (not FastAPI routes): these are the hot paths.
 """
 
@@ -15,16 +15,16 @@ import orjson
 from starlette.responses import Response
 
 from proxy.apis import ANTHROPIC, Api
-from proxy.conversation import Conversation, Lane, session_id
-from proxy.engine import Diverged, Forward, Scripted, Stop, decide
 from proxy.errors import PROXY_HEADERS, NotFound, ProxyError, ReplayDiverged, error_response
-from proxy.incoming import Incoming
+from proxy.http.answers import JSON, SSE, rendered
+from proxy.http.incoming import Incoming
+from proxy.http.recorded import answer_recorded
+from proxy.recording.tap import Tap, dump_record
 from proxy.render.chat import chat_message
-from proxy.routes.strict import answer_recorded
+from proxy.replay.conversation import Conversation, Lane, session_id
+from proxy.replay.engine import Diverged, Forward, Scripted, Stop, decide
+from proxy.replay.trajectory import Trajectory, Turn
 from proxy.runtime import Runtime
-from proxy.streaming import JSON, SSE, rendered
-from proxy.tap import Tap, dump_record
-from proxy.trajectory import Trajectory, Turn
 
 log = logging.getLogger("proxy.requests")
 

@@ -21,8 +21,8 @@ from starlette.types import Receive, Scope, Send
 
 from proxy.apis import ANTHROPIC, CHAT, RESPONSES
 from proxy.errors import ProxyError, StoreUnavailable, error_response
-from proxy.incoming import Incoming, receive_request
-from proxy.routes import completions, forward
+from proxy.http import completions, forward
+from proxy.http.incoming import Incoming, receive_request
 from proxy.runtime import Runtime
 
 log = logging.getLogger("proxy")

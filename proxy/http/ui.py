@@ -15,9 +15,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from proxy.routes.admin import ADMIN_COOKIE, require_token, token_matches
+from proxy.http.admin import ADMIN_COOKIE, require_token, token_matches
 from proxy.runtime import Runtime
-from proxy.status import iso, phase
+from proxy.sessions.status import iso, phase
 from proxy.store.state import Event, SessionState
 
 router = APIRouter(prefix="/replay")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.content import text_of
 from proxy.errors import LoadError
+from proxy.replay.content import text_of
 
 ASSISTANT_SIDE = frozenset({"reasoning", "function_call", "item_reference"})
 RESPONSES_ONLY = frozenset({"function_call", "function_call_output", "reasoning", "item_reference"})

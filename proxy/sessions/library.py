@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from proxy.errors import LoadError
-from proxy.loaders import load_bytes, load_file, trajectory_name
+from proxy.formats import load_bytes, load_file, trajectory_name
 from proxy.names import file_in, is_valid_name
-from proxy.trajectory import Trajectory
+from proxy.replay.trajectory import Trajectory
 
 SUFFIXES = (".json", ".jsonl")
 _ADMIN_CACHE = 256

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from proxy.conversation import Lane
+from proxy.replay.conversation import Lane
+from proxy.replay.trajectory import Trajectory
 from proxy.store.state import SessionState
-from proxy.trajectory import Trajectory
 
 
 def iso(ts: float | None) -> str | None:

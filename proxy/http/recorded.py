@@ -9,12 +9,12 @@ from typing import Any
 from starlette.responses import Response
 
 from proxy.errors import PROXY_HEADERS, ReplayDiverged
-from proxy.incoming import Incoming
+from proxy.http.answers import rendered
+from proxy.http.incoming import Incoming
+from proxy.recording.tap import Tap
+from proxy.replay.strict import Miss
+from proxy.replay.trajectory import Trajectory
 from proxy.runtime import Runtime
-from proxy.streaming import rendered
-from proxy.strict import Miss
-from proxy.tap import Tap
-from proxy.trajectory import Trajectory
 
 log = logging.getLogger("proxy.requests")
 

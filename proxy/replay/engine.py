@@ -20,13 +20,13 @@ from typing import Any
 
 import orjson
 
-from proxy.conversation import Conversation, Reply, path_of
-from proxy.difference import Difference, around, first_difference, first_mismatch, render
-from proxy.ids import wire_id
-from proxy.normalize import normalize
-from proxy.splice import Insertion, plan_splice
-from proxy.strict import StrictReplay
-from proxy.trajectory import Trajectory, Turn
+from proxy.replay.conversation import Conversation, Reply, path_of
+from proxy.replay.difference import Difference, around, first_difference, first_mismatch, render
+from proxy.replay.ids import wire_id
+from proxy.replay.normalize import normalize
+from proxy.replay.splice import Insertion, plan_splice
+from proxy.replay.strict import StrictReplay
+from proxy.replay.trajectory import Trajectory, Turn
 
 
 class DivergencePolicy(StrEnum):

@@ -9,8 +9,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from proxy.errors import BadRequest, Forbidden, LoadError, NotFound, Unauthorized
+from proxy.http.body import read_body
 from proxy.names import is_valid_name
-from proxy.routes.body import read_body
 from proxy.runtime import Runtime
 from proxy.store.state import SessionState
 

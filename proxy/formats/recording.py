@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 
 from proxy.errors import LoadError
-from proxy.loaders.anthropic import messages_to_chat
-from proxy.loaders.chat import trajectory_from_messages
-from proxy.loaders.responses import items_to_chat
-from proxy.trajectory import Note, Recorded, Trajectory
+from proxy.formats.anthropic import messages_to_chat
+from proxy.formats.chat import trajectory_from_messages
+from proxy.formats.responses import items_to_chat
+from proxy.replay.trajectory import Note, Recorded, Trajectory
 
 
 def is_recording(first: Any) -> bool:

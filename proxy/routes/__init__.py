@@ -1,1 +1,0 @@
-"""Thin HTTP handlers: completions, admin, health, and forwarding of everything else."""

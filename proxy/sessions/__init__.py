@@ -1,0 +1,8 @@
+"""Sessions: which script each agent session gets, and the record of what each request got.
+
+    registry.py  Sessions: binding a script to a session, recording each decision in the store
+    library.py   the trajectories this proxy can serve (files, a folder, admin scripts)
+    status.py    a session's status report: served, skipped, dropped, diverged, returned
+
+The state itself lives in a store (proxy.store): memory, SQLite or Redis.
+"""
