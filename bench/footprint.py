@@ -23,8 +23,8 @@ import aiohttp
 import orjson
 
 from bench import procs
+from proxy.apis.chat import parse_chat
 from proxy.formats import load_bytes
-from proxy.parse.chat import parse_chat
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from proxy.apis.chat import parse_chat
 from proxy.formats import load_bytes
-from proxy.parse.chat import parse_chat
 from proxy.replay.conversation import Lane
 from proxy.replay.engine import (
     Diverged,

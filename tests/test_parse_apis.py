@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from proxy.apis.anthropic import parse_anthropic
+from proxy.apis.responses import parse_responses
 from proxy.config import DEFAULT_SESSION_HEADERS
 from proxy.errors import BadRequest
 from proxy.formats import load_bytes
-from proxy.parse.anthropic import parse_anthropic
-from proxy.parse.responses import parse_responses
 from proxy.replay.conversation import Lane, session_id
 from tests.test_parse_chat import captured, headers
 

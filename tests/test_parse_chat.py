@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from proxy.apis.chat import parse_chat
 from proxy.config import DEFAULT_SESSION_HEADERS
 from proxy.errors import BadRequest
-from proxy.parse.chat import parse_chat
 from proxy.replay.conversation import Lane, session_id
 
 CAPTURES = Path(__file__).parent / "fixtures" / "captures"

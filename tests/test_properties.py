@@ -12,11 +12,11 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from proxy.apis.anthropic import parse_anthropic
+from proxy.apis.chat import parse_chat
+from proxy.apis.responses import parse_responses
 from proxy.errors import BadRequest, LoadError
 from proxy.formats import load_bytes
-from proxy.parse.anthropic import parse_anthropic
-from proxy.parse.chat import parse_chat
-from proxy.parse.responses import parse_responses
 from proxy.replay.conversation import Conversation
 from proxy.replay.engine import Diverged, DivergencePolicy, Forward, Rules, Scripted, decide
 from proxy.replay.trajectory import Trajectory

@@ -1,7 +1,7 @@
 """Answers the proxy makes itself (a scripted turn, a recorded exchange replayed): SSE streams
 through sse-starlette's EventSourceResponse, event by event; JSON in one piece.
 
-The events are rendered once, as the bytes the SDKs parse (proxy.render), and sent as they are.
+The events are rendered once, as the bytes the SDKs parse (proxy.apis), and sent as they are.
 `on_complete` runs before the last event (or the JSON body) is sent, as for a forwarded answer, so
 a recording line is on its way before the client sees the end.
 """

@@ -15,12 +15,12 @@ import orjson
 from starlette.responses import Response
 
 from proxy.apis import ANTHROPIC, Api
+from proxy.apis.chat import chat_message
 from proxy.errors import PROXY_HEADERS, NotFound, ProxyError, ReplayDiverged, error_response
 from proxy.http.answers import JSON, SSE, rendered
 from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
 from proxy.recording.tap import Tap, dump_record
-from proxy.render.chat import chat_message
 from proxy.replay.conversation import Conversation, Lane, session_id
 from proxy.replay.engine import Diverged, Forward, Scripted, Stop, decide
 from proxy.replay.trajectory import Trajectory, Turn

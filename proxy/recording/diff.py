@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.reassemble import chat_response
+from proxy.apis.chat import read_answer
 from proxy.replay.difference import first_difference
 from proxy.replay.normalize import normalize
 from proxy.replay.trajectory import Recorded, Trajectory
@@ -45,7 +45,7 @@ def steps(t: Trajectory) -> dict[str, list[Step]]:
 
 def _answer(r: Recorded) -> Any:
     if r.path.endswith("/chat/completions") and r.status == 200:
-        return chat_response(r.body, stream=r.stream).message
+        return read_answer(r.body, stream=r.stream).message
     return {"status": r.status, "body": r.body.decode("utf-8", errors="replace")}
 
 

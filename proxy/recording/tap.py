@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from proxy.apis import BY_NAME
-from proxy.reassemble import sse_events
+from proxy.apis.answer import sse_events
 from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Exchange, Recorder
 from proxy.replay.trajectory import Recorded
@@ -113,7 +113,7 @@ class Tap:
             x.response = _json_or_text(recorded.body)
         api = BY_NAME.get(x.api)
         if api is not None and recorded.status == 200:
-            assembled = api.reassemble(recorded.body, recorded.stream)
+            assembled = api.read_answer(recorded.body, recorded.stream)
             x.message, x.finish_reason = assembled.message, assembled.finish_reason
         x.ttfb_ms = x.duration_ms = self._ms(time.perf_counter())
         await self._record()
@@ -169,7 +169,7 @@ def _read_answer(x: Exchange, body: bytes, dump: bool) -> dict[str, Any] | None:
         x.events = sse_events(body) if x.stream else None
         x.response = None if x.stream else _json_or_text(body)
         return None
-    assembled = api.reassemble(body, x.stream)
+    assembled = api.read_answer(body, x.stream)
     x.message, x.finish_reason = assembled.message, assembled.finish_reason
     if x.stream:
         x.events = assembled.events

@@ -1,6 +1,6 @@
 """What the engine needs to know about one incoming request, whatever API it came through.
 
-Parsers (proxy/parse/) build a Conversation from a request body without validating the whole
+Parsers (proxy.apis) build a Conversation from a request body without validating the whole
 message list: only the fields the decision reads, each with the JSON path it came from so a
 divergence can point at it.
 """

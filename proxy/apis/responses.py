@@ -1,4 +1,11 @@
-"""A scripted turn as an OpenAI Responses API answer: the response object, or its named SSE events.
+"""The OpenAI Responses API (/v1/responses): a request body read into a Conversation, a
+scripted turn written as a response object or its named SSE events, the conversation made fit for
+the real API, and an answer read back.
+
+The history is the `input` list: consecutive assistant-side items (reasoning, an assistant message,
+function calls, item references) are one assistant reply; function_call_output items are tool
+results, matched by call_id. An item with a role and no type is a message. `instructions` and
+system or developer messages before the task are the system prompt.
 
 Event order as a real server sends it: response.created, response.in_progress; per output item
 (reasoning, message, each function call, in that order) output_item.added, its parts and deltas,
@@ -15,8 +22,113 @@ from typing import Any
 
 import orjson
 
+from proxy.apis.answer import Assembled, event_data, sse_events
+from proxy.errors import BadRequest
+from proxy.formats.responses import (
+    ASSISTANT_SIDE,  # one rule for what makes up a reply
+    items_to_chat,
+)
+from proxy.replay.content import text_of
+from proxy.replay.conversation import Call, Conversation, Reply, Result, path_of
 from proxy.replay.ids import derived
+from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
+
+# ---- the request
+
+
+def parse_responses(body: Any) -> Conversation:
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    items = body.get("input")
+    if items is None:
+        raise BadRequest("'input' is a required property", param="input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    if not isinstance(items, list):
+        raise BadRequest("'input' must be a string or an array of items", param="input")
+    model = body.get("model", "")
+    if not isinstance(model, str):
+        raise BadRequest("'model' must be a string", param="model")
+    choice = body.get("tool_choice")
+    conv = Conversation(  # positional: keyword arguments cost as much as the rest of __init__
+        "responses",
+        model,
+        body.get("stream") is True,
+        False,  # include_usage
+        tool_names(body.get("tools")),
+        choice == "none" or (isinstance(choice, dict) and choice.get("type") == "none"),
+        len(items),  # message_count
+    )
+    instructions = body.get("instructions")
+    systems = [instructions] if isinstance(instructions, str) and instructions else []
+    reply: Reply | None = None
+    for pos, item in enumerate(items):
+        path = ("input", pos)
+        if not isinstance(item, dict):
+            where = path_of(path)
+            raise BadRequest(f"{where} must be an object", param=where)
+        kind = item.get("type", "message" if "role" in item else None)
+        role = item.get("role")
+        if kind in ASSISTANT_SIDE or (kind == "message" and role == "assistant"):
+            if reply is None:
+                reply = Reply(pos, path, "", [], ("input", f"[{pos}:]"), pos)
+                conv.replies.append(reply)
+            reply.end = pos
+            if kind == "function_call":
+                call_id, name, args = item.get("call_id"), item.get("name"), item.get("arguments")
+                reply.calls.append(
+                    Call(
+                        call_id if isinstance(call_id, str) else "",
+                        name if isinstance(name, str) else "",
+                        args if isinstance(args, str) else "",
+                        (*path, "call_id"),
+                        (*path, "name"),
+                    )
+                )
+            elif kind == "message":
+                reply.text = "\n".join(t for t in (reply.text, text_of(item.get("content"))) if t)
+            continue
+        reply = None
+        if kind == "function_call_output":
+            call_id, output = item.get("call_id"), item.get("output")
+            if isinstance(call_id, str):
+                conv.results.append(Result(pos, (*path, "output"), call_id, text_of(output)))
+        elif kind == "message":
+            text = text_of(item.get("content"))
+            if role in ("system", "developer"):
+                if conv.task is None:
+                    systems.append(text)
+            elif role == "user":
+                conv.users[pos] = text
+                if conv.task is None:
+                    conv.task = text
+    conv.replies = [r for r in conv.replies if r.calls or r.text.strip()]
+    conv.system = "\n".join(systems)
+    return conv
+
+
+def tool_names(tools: Any) -> tuple[str, ...]:
+    """Function tools in the flat Responses form or the chat form; Codex's namespace groups too."""
+    if tools is None:
+        return ()
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be an array", param="tools")
+    names: list[str] = []
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace":
+            names.extend(tool_names(tool.get("tools")))
+            continue
+        fn = tool.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else tool.get("name")
+        if isinstance(name, str):
+            names.append(name)
+    return tuple(names)
+
+
+# ---- the answer
 
 REASONING_MARK = "rp1."  # prefixes the proxy's own encrypted_content, stripped before forwarding
 OWN_ID_PREFIXES = ("rs_rp1", "msg_rp1", "fc_rp1", "resp_rp1")  # ids the proxy made up
@@ -203,3 +315,66 @@ def response_events(turn: Turn, request: dict[str, Any], *, key: str, created: i
         response=_envelope(rid, request, created, "completed", items.output(), True),
     )
     return events
+
+
+# ---- on the way upstream
+
+
+def splice(items: list[Any], plan: tuple[Insertion, ...]) -> list[Any]:
+    out = list(items)
+    for insertion in sorted(plan, key=lambda i: i.position, reverse=True):
+        out[insertion.position : insertion.position] = [
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": text_of(u.content)}],
+            }
+            for u in insertion.users
+        ]
+    return out
+
+
+def clean(items: list[Any]) -> list[Any] | None:
+    """Reasoning items and item ids the proxy made up mean nothing to the real API."""
+    changed = False
+    out = []
+    for item in items:
+        if isinstance(item, dict):
+            kind, ident = item.get("type"), item.get("id")
+            own = isinstance(ident, str) and ident.startswith(OWN_ID_PREFIXES)
+            encrypted = item.get("encrypted_content")
+            if kind in ("reasoning", "item_reference") and (
+                own or (isinstance(encrypted, str) and encrypted.startswith(REASONING_MARK))
+            ):
+                changed = True
+                continue
+            if own:
+                item = {k: v for k, v in item.items() if k != "id"}
+                changed = True
+        out.append(item)
+    return out if changed else None
+
+
+# ---- an answer read back
+
+
+def read_answer(raw: bytes, *, stream: bool) -> Assembled:
+    """The response object (from response.completed for a stream) and its turn in chat form."""
+    events = sse_events(raw) if stream else None
+    body: Any = None
+    try:
+        if events is None:
+            body = orjson.loads(raw)
+        else:
+            for block in events:
+                data = event_data(block)
+                if data and '"response.completed"' in data:
+                    body = orjson.loads(data).get("response")
+    except orjson.JSONDecodeError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("output"), list):
+        return Assembled(None, None, None, events)
+    chat, _ = items_to_chat(body["output"], "response")
+    message = next((m for m in chat if m.get("role") == "assistant"), None)
+    finish = "tool_calls" if message and message.get("tool_calls") else "stop"
+    return Assembled(message, finish, body.get("usage"), events, native=body)

@@ -1,0 +1,75 @@
+"""The three APIs a scripted turn can be served through, side by side: how each one's request is
+read, how a turn is written in it, where user messages are spliced in, what of the proxy's own
+making is taken out before a conversation goes to the real model, and how an answer is read back.
+
+    chat.py        OpenAI Chat Completions (/v1/chat/completions)
+    responses.py   OpenAI Responses (/v1/responses)
+    anthropic.py   Anthropic Messages (/v1/messages)
+    answer.py      an answer read back from the wire (recordings, dumps), SSE split into events
+
+Each API module is pure: a body in, a Conversation out; a Turn in, bytes out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.apis import anthropic, chat, responses
+from proxy.apis.answer import Assembled
+from proxy.replay.conversation import Conversation
+from proxy.replay.splice import Insertion, apply_chat
+from proxy.replay.trajectory import Turn
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    name: str  # chat | responses | anthropic
+    history: str  # the body field holding the conversation
+    parse: Callable[[Any], Conversation]
+    stream: Callable[[Turn, Conversation, dict[str, Any], str], list[bytes]]
+    whole: Callable[[Turn, Conversation, dict[str, Any], str], bytes]
+    splice: Callable[[list[Any], tuple[Insertion, ...]], list[Any]]
+    clean: Callable[[list[Any]], list[Any] | None]  # None: nothing to take out
+    read_answer: Callable[[bytes, bool], Assembled]
+
+
+def _chat_stream(turn: Turn, conv: Conversation, body: dict[str, Any], key: str) -> list[bytes]:
+    return chat.chat_stream(
+        turn,
+        model=conv.model,
+        completion_id=f"chatcmpl-{key}",
+        created=int(time.time()),
+        include_usage=conv.include_usage,
+    )
+
+
+def _chat_whole(turn: Turn, conv: Conversation, body: dict[str, Any], key: str) -> bytes:
+    return chat.chat_completion(
+        turn, model=conv.model, completion_id=f"chatcmpl-{key}", created=int(time.time())
+    )
+
+
+CHAT = Api(
+    "chat", "messages", chat.parse_chat, _chat_stream, _chat_whole, apply_chat, lambda _: None,
+    lambda raw, stream: chat.read_answer(raw, stream=stream),
+)  # fmt: skip
+RESPONSES = Api(
+    "responses", "input", responses.parse_responses,
+    lambda turn, conv, body, key: responses.response_events(
+        turn, body, key=key, created=int(time.time())
+    ),
+    lambda turn, conv, body, key: responses.response_object(
+        turn, body, key=key, created=int(time.time())
+    ),
+    responses.splice, responses.clean, lambda raw, stream: responses.read_answer(raw, stream=stream),
+)  # fmt: skip
+ANTHROPIC = Api(
+    "anthropic", "messages", anthropic.parse_anthropic,
+    lambda turn, conv, body, key: anthropic.message_events(turn, body, key=key),
+    lambda turn, conv, body, key: anthropic.message_object(turn, body, key=key),
+    anthropic.splice, anthropic.clean, lambda raw, stream: anthropic.read_answer(raw, stream=stream),
+)  # fmt: skip
+BY_NAME = {api.name: api for api in (CHAT, RESPONSES, ANTHROPIC)}

@@ -1,0 +1,379 @@
+"""The Anthropic Messages API (/v1/messages): a request body read into a Conversation, a
+scripted turn written as a message object or its SSE events, the conversation made fit for the
+real API, and an answer read back.
+
+Assistant messages are the replies (tool_use blocks are the calls); tool_result blocks in user
+messages are the results, matched by tool_use_id; the text blocks of user messages are user text.
+The top-level `system` and `role: "system"` messages before the task are the system prompt.
+
+Stream: message_start (content [] and usage), ping, then per block (thinking, text, tool_use, in
+that order) content_block_start / _delta / _stop, then message_delta with stop_reason (tool_use or
+end_turn) and usage, and message_stop. Every event has its `event:` line: the Anthropic SDKs drop
+events without one. Thinking is sent only when the request enables it, with a signature the proxy
+can recognise as its own (it is stripped before a conversation is forwarded to the real API, which
+would reject it). No empty text block is ever sent. tool_use input is the recorded arguments,
+parsed: it must be a JSON object.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+
+import orjson
+
+from proxy.apis.answer import Assembled, event_data, sse_events
+from proxy.errors import BadRequest, ProxyError
+from proxy.formats.anthropic import messages_to_chat
+from proxy.replay.content import is_content, text_of
+from proxy.replay.conversation import Call, Conversation, Reply, Result, path_of
+from proxy.replay.ids import derived, wire_id
+from proxy.replay.splice import Insertion
+from proxy.replay.trajectory import Turn
+
+# ---- the request
+
+
+def parse_anthropic(body: Any) -> Conversation:
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    messages = body.get("messages")
+    if messages is None:
+        raise BadRequest("'messages' is a required property", param="messages")
+    if not isinstance(messages, list):
+        raise BadRequest("'messages' must be an array", param="messages")
+    model = body.get("model", "")
+    if not isinstance(model, str):
+        raise BadRequest("'model' must be a string", param="model")
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise BadRequest("'tools' must be an array", param="tools")
+    choice = body.get("tool_choice")
+    conv = Conversation(  # positional: keyword arguments cost as much as the rest of __init__
+        "anthropic",
+        model,
+        body.get("stream") is True,
+        False,  # include_usage
+        tuple(
+            t["name"] for t in tools or [] if isinstance(t, dict) and isinstance(t.get("name"), str)
+        ),
+        isinstance(choice, dict) and choice.get("type") == "none",  # tool_choice_none
+        len(messages),  # message_count
+    )
+    system = body.get("system")
+    systems = [text_of(system)] if system else []
+    for pos, message in enumerate(messages):
+        path = ("messages", pos)
+        if not isinstance(message, dict):
+            where = path_of(path)
+            raise BadRequest(f"{where} must be an object", param=where)
+        role, content = message.get("role"), message.get("content")
+        if not isinstance(role, str):
+            where = path_of((*path, "role"))
+            raise BadRequest(f"{where} is missing", param=where)
+        if not is_content(content):
+            where = path_of((*path, "content"))
+            raise BadRequest(f"{where} must be a string or an array of blocks", param=where)
+        blocks = content if isinstance(content, list) else []
+        if role == "assistant":
+            reply = Reply(pos, path, "", [], (*path, "content"), pos)
+            texts = []
+            for k, block in enumerate(blocks):
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "tool_use":
+                    call_id, name = block.get("id"), block.get("name")
+                    reply.calls.append(
+                        Call(
+                            call_id if isinstance(call_id, str) else "",
+                            name if isinstance(name, str) else "",
+                            "",
+                            (*path, "content", k, "id"),
+                            (*path, "content", k, "name"),
+                        )
+                    )
+                elif block.get("type") == "text":
+                    texts.append(block.get("text") or "")
+            reply.text = content if isinstance(content, str) else "\n".join(texts)
+            if reply.calls or reply.text.strip():
+                conv.replies.append(reply)
+            continue
+        if role == "system":
+            if conv.task is None:
+                systems.append(text_of(content))
+            continue
+        for k, block in enumerate(blocks):
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                call_id = block.get("tool_use_id")
+                if isinstance(call_id, str):
+                    output = text_of(block.get("content"))
+                    conv.results.append(
+                        Result(pos, (*path, "content", k, "content"), call_id, output)
+                    )
+        text = text_of(content)
+        if text:
+            conv.users[pos] = text
+            if conv.task is None:
+                conv.task = text
+    conv.system = "\n".join(systems)
+    return conv
+
+
+# ---- the answer
+
+SIGNATURE_MARK = b"rp1:"  # the decoded start of the proxy's own thinking signatures
+
+
+class Unservable(ProxyError):
+    status = 404
+    type = "invalid_request_error"
+    code = "unservable_turn"
+
+
+def signature(thinking: str) -> str:
+    return base64.b64encode(SIGNATURE_MARK + hashlib.sha256(thinking.encode()).digest()).decode()
+
+
+def is_own_signature(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        return base64.b64decode(value, validate=True).startswith(SIGNATURE_MARK)
+    except ValueError:
+        return False
+
+
+def _usage(output: int) -> dict[str, Any]:
+    return {
+        "input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": output,
+    }
+
+
+def _thinking_wanted(request: dict[str, Any]) -> bool:
+    thinking = request.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _input(turn: Turn, index: int) -> dict[str, Any]:
+    call = turn.tool_calls[index]
+    value = orjson.loads(call.arguments)
+    if not isinstance(value, dict):
+        raise Unservable(
+            f"scripted turn {turn.number}: the arguments of {call.name} call {call.id} are not a JSON "
+            "object, and the Anthropic API takes only objects as tool_use input"
+        )
+    return value
+
+
+def blocks(turn: Turn, request: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if turn.reasoning and _thinking_wanted(request):
+        out.append(
+            {"type": "thinking", "thinking": turn.reasoning, "signature": signature(turn.reasoning)}
+        )
+    if turn.text:
+        out.append({"type": "text", "text": turn.text})
+    for i, call in enumerate(turn.tool_calls):
+        out.append(
+            {
+                "type": "tool_use",
+                "id": wire_id("anthropic", call.id),
+                "name": call.name,
+                "input": _input(turn, i),
+            }
+        )
+    return out
+
+
+def _stop_reason(turn: Turn) -> str:
+    return "end_turn" if turn.final else "tool_use"
+
+
+def _message(
+    request: dict[str, Any], key: str, content: list[Any], stop: str | None, output_tokens: int
+) -> dict[str, Any]:
+    return {
+        "id": derived("msg_01", key, length=22),
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model") or "replay",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {**_usage(output_tokens), "service_tier": "standard"},
+    }
+
+
+def message_object(turn: Turn, request: dict[str, Any], *, key: str) -> bytes:
+    return orjson.dumps(_message(request, key, blocks(turn, request), _stop_reason(turn), 0))
+
+
+def message_events(turn: Turn, request: dict[str, Any], *, key: str) -> list[bytes]:
+    content = blocks(turn, request)
+    events: list[bytes] = []
+
+    def emit(kind: str, **data: Any) -> None:
+        events.append(
+            f"event: {kind}\ndata: ".encode() + orjson.dumps({"type": kind, **data}) + b"\n\n"
+        )
+
+    emit("message_start", message=_message(request, key, [], None, 1))
+    emit("ping")
+    for index, block in enumerate(content):
+        kind = block["type"]
+        if kind == "thinking":
+            emit(
+                "content_block_start",
+                index=index,
+                content_block={"type": "thinking", "thinking": "", "signature": ""},
+            )
+            emit(
+                "content_block_delta",
+                index=index,
+                delta={"type": "thinking_delta", "thinking": block["thinking"]},
+            )
+            emit(
+                "content_block_delta",
+                index=index,
+                delta={"type": "signature_delta", "signature": block["signature"]},
+            )
+        elif kind == "text":
+            emit("content_block_start", index=index, content_block={"type": "text", "text": ""})
+            emit(
+                "content_block_delta",
+                index=index,
+                delta={"type": "text_delta", "text": block["text"]},
+            )
+        else:
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            emit("content_block_start", index=index, content_block=start)
+            emit(
+                "content_block_delta",
+                index=index,
+                delta={"type": "input_json_delta", "partial_json": ""},
+            )
+            partial = orjson.dumps(block["input"]).decode()
+            emit(
+                "content_block_delta",
+                index=index,
+                delta={"type": "input_json_delta", "partial_json": partial},
+            )
+        emit("content_block_stop", index=index)
+    emit(
+        "message_delta",
+        delta={"stop_reason": _stop_reason(turn), "stop_sequence": None},
+        usage=_usage(0),
+    )
+    emit("message_stop")
+    return events
+
+
+# ---- on the way upstream
+
+
+def splice(messages: list[Any], plan: tuple[Insertion, ...]) -> list[Any]:
+    """A user message right before the insertion point (tool results) takes the text as extra
+    blocks, so that roles keep alternating; otherwise a new user message goes in."""
+    out = list(messages)
+    for insertion in sorted(plan, key=lambda i: i.position, reverse=True):
+        texts = [{"type": "text", "text": text_of(u.content)} for u in insertion.users]
+        at = insertion.position
+        before = out[at - 1] if at > 0 else None
+        if isinstance(before, dict) and before.get("role") == "user":
+            content = before.get("content")
+            blocks = (
+                [{"type": "text", "text": content}]
+                if isinstance(content, str)
+                else list(content or [])
+            )
+            out[at - 1] = {**before, "content": [*blocks, *texts]}
+        else:
+            out[at:at] = [{"role": "user", "content": texts}]
+    return out
+
+
+def clean(messages: list[Any]) -> list[Any] | None:
+    """Thinking blocks with the proxy's signature would be rejected by the real API."""
+    changed = False
+    out = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if (
+            isinstance(message, dict)
+            and message.get("role") == "assistant"
+            and isinstance(content, list)
+        ):
+            kept = [
+                b
+                for b in content
+                if not (
+                    isinstance(b, dict)
+                    and b.get("type") == "thinking"
+                    and is_own_signature(b.get("signature"))
+                )
+            ]
+            if len(kept) != len(content):
+                message = {**message, "content": kept}
+                changed = True
+        out.append(message)
+    return out if changed else None
+
+
+# ---- an answer read back
+
+
+def read_answer(raw: bytes, *, stream: bool) -> Assembled:
+    """The message object (rebuilt from the events for a stream) and its turn in chat form."""
+    events = sse_events(raw) if stream else None
+    body: dict[str, Any] | None = None
+    try:
+        if events is None:
+            loaded = orjson.loads(raw)
+            body = loaded if isinstance(loaded, dict) and loaded.get("type") == "message" else None
+        else:
+            body = _anthropic_from_events(events)
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError):
+        body = None
+    if body is None or not isinstance(body.get("content"), list):
+        return Assembled(None, None, None, events)
+    chat, _ = messages_to_chat([{"role": "assistant", "content": body["content"]}], "response")
+    return Assembled(chat[0], body.get("stop_reason"), body.get("usage"), events, native=body)
+
+
+def _anthropic_from_events(events: list[str]) -> dict[str, Any] | None:
+    message: dict[str, Any] | None = None
+    partial: dict[int, str] = {}
+    for block in events:
+        data = event_data(block)
+        if not data:
+            continue
+        event = orjson.loads(data)
+        kind = event.get("type")
+        if kind == "message_start":
+            message = dict(event["message"])
+            message["content"] = []
+        elif message is None:
+            continue
+        elif kind == "content_block_start":
+            message["content"].append(dict(event["content_block"]))
+        elif kind == "content_block_delta":
+            target, delta = message["content"][event["index"]], event["delta"]
+            if delta.get("type") == "text_delta":
+                target["text"] = target.get("text", "") + delta["text"]
+            elif delta.get("type") == "thinking_delta":
+                target["thinking"] = target.get("thinking", "") + delta["thinking"]
+            elif delta.get("type") == "signature_delta":
+                target["signature"] = delta["signature"]
+            elif delta.get("type") == "input_json_delta":
+                partial[event["index"]] = partial.get(event["index"], "") + delta["partial_json"]
+        elif kind == "content_block_stop" and event["index"] in partial:
+            text = partial.pop(event["index"])
+            message["content"][event["index"]]["input"] = orjson.loads(text) if text else {}
+        elif kind == "message_delta":
+            message.update(event.get("delta") or {})
+            message["usage"] = {**(message.get("usage") or {}), **(event.get("usage") or {})}
+    return message

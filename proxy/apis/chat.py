@@ -1,0 +1,263 @@
+"""The OpenAI Chat Completions API (/v1/chat/completions): a request body read into a
+Conversation, a scripted turn written as a chat.completion or its chunk stream, and an answer read
+back for recordings and dumps.
+
+Only what the decision reads is checked in a request; everything else is left for the upstream,
+and type errors in what is read are a BadRequest naming the JSON path. Stream order (opencode's
+parser needs id, type and function.name on the first chunk of each tool call): role, reasoning,
+content, one delta per tool call with its full arguments, the finish chunk, a usage chunk if asked
+for, [DONE].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from proxy.apis.answer import Assembled, event_data, sse_events
+from proxy.errors import BadRequest
+from proxy.replay.content import is_content, text_of
+from proxy.replay.conversation import Call, Conversation, Reply, Result, path_of
+from proxy.replay.trajectory import Turn
+
+# ---- the request
+
+
+def parse_chat(body: Any) -> Conversation:
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    messages = body.get("messages")
+    if messages is None:
+        raise BadRequest("'messages' is a required property", param="messages")
+    if not isinstance(messages, list):
+        raise BadRequest("'messages' must be an array", param="messages")
+    model = body.get("model", "")
+    if not isinstance(model, str):
+        raise BadRequest("'model' must be a string", param="model")
+    options = body.get("stream_options")
+    conv = Conversation(  # positional: keyword arguments cost as much as the rest of __init__
+        "chat",
+        model,
+        body.get("stream") is True,
+        isinstance(options, dict) and options.get("include_usage") is True,  # include_usage
+        _tool_names(body),
+        body.get("tool_choice") == "none",  # tool_choice_none
+        len(messages),  # message_count
+    )
+    systems: list[str] = []
+    replies, results, users = conv.replies, conv.results, conv.users
+    # the per-message work is what a long history costs: paths stay tuples, plain strings skip
+    # text_of, and nothing is built for a message the decision does not read
+    for pos, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            where = path_of(("messages", pos))
+            raise BadRequest(f"{where} must be an object", param=where)
+        role = msg.get("role")
+        content = msg.get("content")
+        if not isinstance(role, str):
+            where = path_of(("messages", pos, "role"))
+            raise BadRequest(f"{where} is missing", param=where)
+        text = content if isinstance(content, str) else _text(pos, content)
+        if role == "assistant":
+            raw = msg.get("tool_calls")
+            calls = _calls(pos, raw) if raw is not None else []
+            if calls or text.strip():
+                path = ("messages", pos)
+                replies.append(Reply(pos, path, text, calls, (*path, "tool_calls"), pos))
+        elif role == "tool":
+            call_id = msg.get("tool_call_id")
+            if isinstance(call_id, str):
+                results.append(Result(pos, ("messages", pos, "content"), call_id, text))
+        elif role == "user":
+            users[pos] = text
+            if conv.task is None:
+                conv.task = text
+        elif role in ("system", "developer") and conv.task is None:
+            systems.append(text)
+    conv.system = "\n".join(systems)
+    return conv
+
+
+def _text(pos: int, content: Any) -> str:
+    if not is_content(content):
+        where = path_of(("messages", pos, "content"))
+        raise BadRequest(f"{where} must be a string, an array of parts or null", param=where)
+    return text_of(content)
+
+
+def _calls(pos: int, raw: Any) -> list[Call]:
+    if not isinstance(raw, list):
+        where = path_of(("messages", pos, "tool_calls"))
+        raise BadRequest(f"{where} must be an array", param=where)
+    calls: list[Call] = []
+    for j, call in enumerate(raw):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict):
+            where = path_of(("messages", pos, "tool_calls", j, "function"))
+            raise BadRequest(f"{where} must be an object", param=where)
+        call_id, name, args = call.get("id"), fn.get("name"), fn.get("arguments")
+        calls.append(
+            Call(
+                call_id if isinstance(call_id, str) else "",
+                name if isinstance(name, str) else "",
+                args if isinstance(args, str) else "",
+                ("messages", pos, "tool_calls", j, "id"),
+                ("messages", pos, "tool_calls", j, "function", "name"),
+            )
+        )
+    return calls
+
+
+def _tool_names(body: dict[str, Any]) -> tuple[str, ...]:
+    tools = body.get("tools")
+    if tools is None:
+        tools = body.get("functions")  # the legacy form
+    if tools is None:
+        return ()
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be an array", param="tools")
+    names: list[str] = []
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        fn = tool.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else tool.get("name")
+        if isinstance(name, str):
+            names.append(name)
+    return tuple(names)
+
+
+# ---- the answer
+
+USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}  # no model ran
+
+
+def finish_reason(turn: Turn) -> str:
+    return "stop" if turn.final else "tool_calls"
+
+
+def _served_calls(turn: Turn) -> list[dict[str, Any]]:
+    return [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in turn.tool_calls
+    ]
+
+
+def chat_message(turn: Turn) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+    if turn.reasoning:
+        message["reasoning_content"] = turn.reasoning
+    if turn.tool_calls:
+        message["tool_calls"] = _served_calls(turn)
+    return message
+
+
+def chat_completion(turn: Turn, *, model: str, completion_id: str, created: int) -> bytes:
+    message = chat_message(turn)
+    return orjson.dumps(
+        {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": finish_reason(turn),
+                    "logprobs": None,
+                }
+            ],
+            "usage": USAGE,
+        }
+    )
+
+
+def chat_stream(
+    turn: Turn, *, model: str, completion_id: str, created: int, include_usage: bool
+) -> list[bytes]:
+    """The SSE events, one bytes object each."""
+    head = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+    }
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        chunk = {
+            **head,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+    events = [event({"role": "assistant"})]
+    if turn.reasoning:
+        events.append(event({"reasoning_content": turn.reasoning}))
+    if turn.text:
+        events.append(event({"content": turn.text}))
+    for i, call in enumerate(_served_calls(turn)):
+        events.append(event({"tool_calls": [{"index": i, **call}]}))
+    events.append(event({}, finish_reason(turn)))
+    if include_usage:
+        events.append(b"data: " + orjson.dumps({**head, "choices": [], "usage": USAGE}) + b"\n\n")
+    events.append(b"data: [DONE]\n\n")
+    return events
+
+
+# ---- an answer read back
+
+
+def read_answer(raw: bytes, *, stream: bool) -> Assembled:
+    if not stream:
+        try:
+            body = orjson.loads(raw)
+            choice = body["choices"][0]
+            return Assembled(
+                choice.get("message"), choice.get("finish_reason"), body.get("usage"), None
+            )
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+            return Assembled(None, None, None, None)
+    events = sse_events(raw)
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish: str | None = None
+    usage: Any = None
+    head: dict[str, Any] | None = None
+    for block in events:
+        data = event_data(block)
+        if data is None or data == "[DONE]":
+            continue
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(chunk, dict):
+            continue
+        if head is None:
+            head = {k: chunk.get(k) for k in ("id", "created", "model")}
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            content.append(delta.get("content") or "")
+            reasoning.append(delta.get("reasoning_content") or delta.get("reasoning") or "")
+            for part in delta.get("tool_calls") or []:
+                entry = calls.setdefault(
+                    part.get("index", len(calls)),
+                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                entry["id"] = part.get("id") or entry["id"]
+                fn = part.get("function") or {}
+                entry["function"]["name"] += fn.get("name") or ""
+                entry["function"]["arguments"] += fn.get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
+    if any(reasoning):
+        message["reasoning_content"] = "".join(reasoning)
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return Assembled(message, finish, usage, events, head)

@@ -1,1 +1,0 @@
-"""Request bodies -> Conversation, one module per API."""

@@ -1,1 +1,0 @@
-"""Scripted turns -> response bytes, pure, one module per API."""
