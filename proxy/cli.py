@@ -1,44 +1,32 @@
-"""replay-proxy serve | check: flags and env -> Settings -> server.
+"""The command line: `replay-proxy serve | check | diff | health`.
 
-Every error in flags or trajectory files is reported before the server binds.
+Only the parser and the dispatch live here, with nothing heavy imported at the top: `health` runs
+as a container's probe every few seconds and must not load the server to ask /healthz. `serve` is
+proxy.serve's.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import os
 import re
-import socket
 import sys
-import tempfile
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
-import uvicorn
-from pydantic import ValidationError
-
-from proxy.config import DEFAULT_SESSION_HEADERS, Settings
-from proxy.errors import LoadError
-from proxy.formats import load_file
-from proxy.recording.diff import diff
-from proxy.replay.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
-from proxy.replay.normalize import compile_masks
-from proxy.replay.trajectory import Trajectory
-from proxy.sessions.library import Library, LibraryError
-from proxy.store import open_store
-from proxy.upstream import display
-from proxy.upstream.pool import forward_proxy
+if TYPE_CHECKING:
+    from proxy.replay.trajectory import Trajectory
 
 EXIT_BAD_FILE = 1
 EXIT_USAGE = 2
 
 
 def _parser() -> argparse.ArgumentParser:
+    from proxy.config import DEFAULT_SESSION_HEADERS
+    from proxy.replay.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
+
     parser = argparse.ArgumentParser(
         prog="replay-proxy",
         description="An OpenAI-compatible proxy that replays saved agent trajectories.",
@@ -166,10 +154,11 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="describe what trajectory files will replay")
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
     check.add_argument("--json", action="store_true", help="print the description as JSON")
-    health = commands.add_parser(
-        "health", help="exit 0 when the proxy on this host answers /healthz (a HEALTHCHECK)"
+    _health_arguments(
+        commands.add_parser(
+            "health", help="exit 0 when the proxy on this host answers /healthz (a HEALTHCHECK)"
+        )
     )
-    health.add_argument("--url", help="default: http://127.0.0.1:$REPLAY_PROXY_PORT/healthz")
     compare = commands.add_parser(
         "diff", help="compare two trajectories or recordings step by step"
     )
@@ -181,7 +170,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _health_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--url", help="default: http://127.0.0.1:$REPLAY_PROXY_PORT/healthz")
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["health"]:  # a probe: answered without building the whole parser
+        probe = _health_arguments(argparse.ArgumentParser(prog="replay-proxy health"))
+        return healthcheck(probe.parse_args(argv[1:]).url)
     args = vars(_parser().parse_args(argv))
     command = args.pop("command")
     if command == "check":
@@ -190,126 +188,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return compare(args["a"], args["b"], args["mask"])
     if command == "health":
         return healthcheck(args["url"])
+    from proxy.serve import serve
+
     return serve(args)
 
 
-def _settings(flags: dict[str, Any]) -> Settings:
-    if "trajectory" in flags:
-        flags["trajectory"] = tuple(flags["trajectory"])
-    for name in ("session_header", "mask"):
-        if name in flags:
-            flags[name] = tuple(flags[name])
-    return Settings(**flags)
-
-
-def serve(flags: dict[str, Any]) -> int:
-    from proxy.app import WORKER_SETTINGS, configure_logging, create_app, settle
-
-    try:
-        settings = _settings(flags)
-    except ValidationError as exc:
-        for error in exc.errors():
-            where = "-".join(str(p) for p in error["loc"][:1]).replace("_", "-")
-            flag = f"--{where}: " if where else ""
-            print(
-                f"replay-proxy: {flag}{error['msg'].removeprefix('Value error, ')}", file=sys.stderr
-            )
-        return EXIT_USAGE
-    configure_logging(settings)
-    if settings.upstream:
-        try:
-            forward_proxy(settings.upstream)  # read from the environment once, here first
-        except ValueError as exc:
-            print(f"replay-proxy: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-    try:
-        library = Library.load(settings.trajectory, settings.trajectory_dir)
-    except LibraryError as exc:
-        for problem in exc.errors:
-            print(f"replay-proxy: {problem}", file=sys.stderr)
-        return EXIT_BAD_FILE
-    try:
-        asyncio.run(_check_store(settings.store))
-    except Exception as exc:
-        print(f"replay-proxy: --store {settings.store}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # accepted connections inherit it (workers too, which get the socket as a bare fd):
-        # without it Nagle plus delayed ACKs cost 40 ms per answer on a keep-alive connection
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((settings.host, settings.port))
-        sock.listen(2048)  # connections queue from now on, before the workers accept them
-    except OSError as exc:
-        print(
-            f"replay-proxy: cannot bind {settings.host}:{settings.port}: {exc.strerror}",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    port = sock.getsockname()[1]
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    upstream = display(settings.upstream) if settings.upstream else "(none)"
-    workers = f", {settings.workers} workers on {settings.store}" if settings.workers > 1 else ""
-    print(
-        f"replay-proxy: {len(library)} trajectories, upstream {upstream}{workers}; "
-        f"listening on http://{host}:{port}/v1",
-        flush=True,
-    )
-    common: dict[str, Any] = {
-        "log_config": None,
-        "log_level": settings.log_level.value,
-        "access_log": False,
-        "lifespan": "on",
-        "timeout_keep_alive": settings.keep_alive_timeout,
-        "timeout_graceful_shutdown": settings.shutdown_timeout,
-        "proxy_headers": False,  # nothing reads the client address; one less layer per request
-        "server_header": False,  # a forwarded answer keeps the upstream's, not a second one
-    }
-    if settings.workers > 1:
-        os.environ[WORKER_SETTINGS] = settings.worker_env()
-        with _shared_metrics():
-            # the workers inherit the socket bound above (uvicorn's --fd), so the port printed is
-            # theirs and a port in use was reported before any worker started
-            uvicorn.run(
-                "proxy.app:factory",
-                factory=True,
-                fd=sock.fileno(),
-                workers=settings.workers,
-                **common,
-            )
-        return 0
-    app = create_app(settings, library=library)
-    settle()
-    uvicorn.Server(uvicorn.Config(app, **common)).run(sockets=[sock])  # run() sets up uvloop
-    return 0
-
-
-@contextlib.contextmanager
-def _shared_metrics() -> Iterator[None]:
-    """Workers write their metrics to files in one folder (prometheus_client's multiprocess
-    mode), so a scrape of any worker reports the sum of all; the workers inherit the variable."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        yield  # the operator's own folder, kept
-        return
-    with tempfile.TemporaryDirectory(prefix="replay-proxy-metrics-") as folder:
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
-        try:
-            yield
-        finally:
-            del os.environ["PROMETHEUS_MULTIPROC_DIR"]
-
-
-async def _check_store(url: str) -> None:
-    store = open_store(url)
-    try:
-        await store.check()
-    finally:
-        await store.close()
-
-
 def check(files: Sequence[Path], *, as_json: bool = False) -> int:
+    import orjson
+
+    from proxy.errors import LoadError
+    from proxy.formats import load_file
+
     failed = False
     described: list[dict[str, Any]] = []
     for path in files:
@@ -341,6 +230,11 @@ def healthcheck(url: str | None) -> int:
 
 
 def compare(a: Path, b: Path, masks: Sequence[str]) -> int:
+    from proxy.errors import LoadError
+    from proxy.formats import load_file
+    from proxy.recording.diff import diff
+    from proxy.replay.normalize import compile_masks
+
     try:
         patterns = compile_masks(masks)
     except re.error as exc:

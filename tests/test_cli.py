@@ -175,3 +175,17 @@ def test_python_dash_m_and_the_console_script_are_the_same_program() -> None:
     result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "serve" in result.stdout and "check" in result.stdout
     assert run("--help").stdout == result.stdout
+
+
+def test_health_answers_without_loading_the_server() -> None:
+    """A probe runs every few seconds: `health` must not import the server, aiohttp or redis."""
+    code = (
+        "import sys; from proxy.cli import main; "
+        "rc = main(['health', '--url', 'http://127.0.0.1:1/healthz']); "
+        "heavy = sorted(m for m in ('uvicorn', 'aiohttp', 'redis', 'fastapi', 'proxy.app') "
+        "if m in sys.modules); print(rc, heavy)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert result.stdout.strip() == "1 []", result.stdout + result.stderr

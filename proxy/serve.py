@@ -1,0 +1,144 @@
+"""`replay-proxy serve`: flags and environment -> Settings -> a bound socket -> uvicorn.
+
+Every error in flags, the environment or trajectory files is reported before the server binds
+(exit 2 for flags and the environment, 1 for a bad file). The socket is bound here, so a port in
+use is reported at once and the port chosen for --port 0 is printed before anything is served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+from pydantic import ValidationError
+
+from proxy.app import WORKER_SETTINGS, configure_logging, create_app, settle
+from proxy.config import Settings
+from proxy.sessions.library import Library, LibraryError
+from proxy.store import open_store
+from proxy.upstream import display
+from proxy.upstream.pool import forward_proxy
+
+EXIT_BAD_FILE = 1
+EXIT_USAGE = 2
+
+
+def _settings(flags: dict[str, Any]) -> Settings:
+    if "trajectory" in flags:
+        flags["trajectory"] = tuple(flags["trajectory"])
+    for name in ("session_header", "mask"):
+        if name in flags:
+            flags[name] = tuple(flags[name])
+    return Settings(**flags)
+
+
+def serve(flags: dict[str, Any]) -> int:
+    try:
+        settings = _settings(flags)
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = "-".join(str(p) for p in error["loc"][:1]).replace("_", "-")
+            flag = f"--{where}: " if where else ""
+            print(
+                f"replay-proxy: {flag}{error['msg'].removeprefix('Value error, ')}", file=sys.stderr
+            )
+        return EXIT_USAGE
+    configure_logging(settings)
+    if settings.upstream:
+        try:
+            forward_proxy(settings.upstream)  # read from the environment once, here first
+        except ValueError as exc:
+            print(f"replay-proxy: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    try:
+        library = Library.load(settings.trajectory, settings.trajectory_dir)
+    except LibraryError as exc:
+        for problem in exc.errors:
+            print(f"replay-proxy: {problem}", file=sys.stderr)
+        return EXIT_BAD_FILE
+    try:
+        asyncio.run(_check_store(settings.store))
+    except Exception as exc:
+        print(f"replay-proxy: --store {settings.store}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # accepted connections inherit it (workers too, which get the socket as a bare fd):
+        # without it Nagle plus delayed ACKs cost 40 ms per answer on a keep-alive connection
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((settings.host, settings.port))
+        sock.listen(2048)  # connections queue from now on, before the workers accept them
+    except OSError as exc:
+        print(
+            f"replay-proxy: cannot bind {settings.host}:{settings.port}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    port = sock.getsockname()[1]
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    upstream = display(settings.upstream) if settings.upstream else "(none)"
+    workers = f", {settings.workers} workers on {settings.store}" if settings.workers > 1 else ""
+    print(
+        f"replay-proxy: {len(library)} trajectories, upstream {upstream}{workers}; "
+        f"listening on http://{host}:{port}/v1",
+        flush=True,
+    )
+    common: dict[str, Any] = {
+        "log_config": None,
+        "log_level": settings.log_level.value,
+        "access_log": False,
+        "lifespan": "on",
+        "timeout_keep_alive": settings.keep_alive_timeout,
+        "timeout_graceful_shutdown": settings.shutdown_timeout,
+        "proxy_headers": False,  # nothing reads the client address; one less layer per request
+        "server_header": False,  # a forwarded answer keeps the upstream's, not a second one
+    }
+    if settings.workers > 1:
+        os.environ[WORKER_SETTINGS] = settings.worker_env()
+        with _shared_metrics():
+            # the workers inherit the socket bound above (uvicorn's --fd), so the port printed is
+            # theirs and a port in use was reported before any worker started
+            uvicorn.run(
+                "proxy.app:factory",
+                factory=True,
+                fd=sock.fileno(),
+                workers=settings.workers,
+                **common,
+            )
+        return 0
+    app = create_app(settings, library=library)
+    settle()
+    uvicorn.Server(uvicorn.Config(app, **common)).run(sockets=[sock])  # run() sets up uvloop
+    return 0
+
+
+@contextlib.contextmanager
+def _shared_metrics() -> Iterator[None]:
+    """Workers write their metrics to files in one folder (prometheus_client's multiprocess
+    mode), so a scrape of any worker reports the sum of all; the workers inherit the variable."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        yield  # the operator's own folder, kept
+        return
+    with tempfile.TemporaryDirectory(prefix="replay-proxy-metrics-") as folder:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
+        try:
+            yield
+        finally:
+            del os.environ["PROMETHEUS_MULTIPROC_DIR"]
+
+
+async def _check_store(url: str) -> None:
+    store = open_store(url)
+    try:
+        await store.check()
+    finally:
+        await store.close()
