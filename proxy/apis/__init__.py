@@ -6,6 +6,7 @@ making is taken out before a conversation goes to the real model, and how an ans
     responses.py   OpenAI Responses (/v1/responses)
     anthropic.py   Anthropic Messages (/v1/messages)
     answer.py      an answer read back from the wire (recordings, dumps), SSE split into events
+    request.py     what every request body must have before the decision reads it
 
 Each API module is pure: a body in, a Conversation out; a Turn in, bytes out.
 """

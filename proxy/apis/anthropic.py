@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from proxy.apis.answer import Assembled, event_data, sse_events
+from proxy.apis.request import opened
 from proxy.errors import BadRequest, ProxyError
 from proxy.formats.anthropic import messages_to_chat
 from proxy.replay.content import is_content, text_of
@@ -36,16 +37,9 @@ from proxy.replay.trajectory import Turn
 
 
 def parse_anthropic(body: Any) -> Conversation:
-    if not isinstance(body, dict):
-        raise BadRequest("the request body must be a JSON object")
-    messages = body.get("messages")
-    if messages is None:
-        raise BadRequest("'messages' is a required property", param="messages")
+    messages, model = opened(body, "messages")
     if not isinstance(messages, list):
         raise BadRequest("'messages' must be an array", param="messages")
-    model = body.get("model", "")
-    if not isinstance(model, str):
-        raise BadRequest("'model' must be a string", param="model")
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise BadRequest("'tools' must be an array", param="tools")

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from proxy.apis.answer import Assembled, event_data, sse_events
+from proxy.apis.request import opened
 from proxy.errors import BadRequest
 from proxy.replay.content import is_content, text_of
 from proxy.replay.conversation import Call, Conversation, Reply, Result, path_of
@@ -25,16 +26,9 @@ from proxy.replay.trajectory import Turn
 
 
 def parse_chat(body: Any) -> Conversation:
-    if not isinstance(body, dict):
-        raise BadRequest("the request body must be a JSON object")
-    messages = body.get("messages")
-    if messages is None:
-        raise BadRequest("'messages' is a required property", param="messages")
+    messages, model = opened(body, "messages")
     if not isinstance(messages, list):
         raise BadRequest("'messages' must be an array", param="messages")
-    model = body.get("model", "")
-    if not isinstance(model, str):
-        raise BadRequest("'model' must be a string", param="model")
     options = body.get("stream_options")
     conv = Conversation(  # positional: keyword arguments cost as much as the rest of __init__
         "chat",

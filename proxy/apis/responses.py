@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from proxy.apis.answer import Assembled, event_data, sse_events
+from proxy.apis.request import opened
 from proxy.errors import BadRequest
 from proxy.formats.responses import (
     ASSISTANT_SIDE,  # one rule for what makes up a reply
@@ -38,18 +39,11 @@ from proxy.replay.trajectory import Turn
 
 
 def parse_responses(body: Any) -> Conversation:
-    if not isinstance(body, dict):
-        raise BadRequest("the request body must be a JSON object")
-    items = body.get("input")
-    if items is None:
-        raise BadRequest("'input' is a required property", param="input")
+    items, model = opened(body, "input")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
     if not isinstance(items, list):
         raise BadRequest("'input' must be a string or an array of items", param="input")
-    model = body.get("model", "")
-    if not isinstance(model, str):
-        raise BadRequest("'model' must be a string", param="model")
     choice = body.get("tool_choice")
     conv = Conversation(  # positional: keyword arguments cost as much as the rest of __init__
         "responses",

@@ -15,6 +15,8 @@ from sse_starlette.sse import AppStatus
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from proxy.errors import PROXY_HEADERS
+
 SSE = b"text/event-stream; charset=utf-8"
 JSON = b"application/json"
 
@@ -24,6 +26,15 @@ JSON = b"application/json"
 AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
 
 OnComplete = Callable[[], Awaitable[None]]
+_OWN = tuple((name.encode(), value.encode()) for name, value in PROXY_HEADERS.items())
+
+
+def own_headers(
+    headers: list[tuple[bytes, bytes]], source: bytes, *more: tuple[bytes, bytes]
+) -> list[tuple[bytes, bytes]]:
+    """The headers of an answer the proxy made itself: the request's own (the session), the ones
+    every such answer carries (x-should-retry: false), where it came from, and `more`."""
+    return [*headers, *_OWN, (b"x-replay-source", source), *more]
 
 
 def rendered(

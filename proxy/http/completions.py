@@ -16,8 +16,8 @@ from starlette.responses import Response
 
 from proxy.apis import ANTHROPIC, Api
 from proxy.apis.chat import chat_message
-from proxy.errors import PROXY_HEADERS, NotFound, ProxyError, ReplayDiverged, error_response
-from proxy.http.answers import JSON, SSE, rendered
+from proxy.errors import NotFound, ProxyError, ReplayDiverged, error_response
+from proxy.http.answers import JSON, SSE, own_headers, rendered
 from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
 from proxy.recording.tap import Tap, dump_record
@@ -119,8 +119,7 @@ async def _main(call: InFlight) -> Response:
         error = _diverged(call.session, script, decision)
         call.done("diverged", f"{decision.divergence.turn}/{decision.total}", error.status)
         if call.tap is not None:
-            call.tap.exchange.source = "error"
-            await call.tap.failed(error.status, error.body())
+            await call.tap.error(error)
         # answered here, not raised: front.answer_error would count it a second time, as an error
         return error_response(error, anthropic=call.api is ANTHROPIC)
     if isinstance(decision, Scripted | Stop):
@@ -178,8 +177,7 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
         # the status says it was not answered
         await call.runtime.sessions.record_error(call.session, call.lane, error.message)
         if tap is not None:
-            tap.exchange.source = "error"
-            await tap.failed(error.status, error.body())
+            await tap.error(error)
         raise
     call.done("upstream", reason, response.status_code)
     return response
@@ -219,12 +217,7 @@ def _answer(call: InFlight, decision: Scripted | Stop, script: Trajectory | None
     else:
         turn = decision.turn
         label, source = f"{turn.number}/{decision.total}", "scripted"
-    headers = [
-        *call.headers,
-        *((k.encode(), v.encode()) for k, v in PROXY_HEADERS.items()),
-        (b"x-replay-source", source.encode()),
-        (b"x-replay-turn", label.encode()),
-    ]
+    headers = own_headers(call.headers, source.encode(), (b"x-replay-turn", label.encode()))
     key = f"replay-{script.digest[:12] if script else 'none'}-{turn.number}"
     recorded = turn.recorded
     if recorded is not None and (recorded.stream, recorded.status, recorded.api) == (

@@ -11,10 +11,10 @@ import time
 import orjson
 from starlette.responses import Response
 
-from proxy.errors import BadRequest, ProxyError
+from proxy.errors import ProxyError
 from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
-from proxy.names import is_valid_name
+from proxy.replay.conversation import session_header
 from proxy.runtime import Runtime
 
 LANE = "other"
@@ -23,7 +23,7 @@ NO_SESSION = "unsessioned"
 
 async def forward(request: Incoming, runtime: Runtime) -> Response:
     started = time.perf_counter()
-    session = _session(request, runtime)
+    session = session_header(request.headers, runtime.settings.session_header) or NO_SESSION
     body = _parsed(request.body)
     tap = runtime.tap(
         request, session=session, lane=LANE, api=LANE, body=body, stream=False, perf_start=started
@@ -41,22 +41,11 @@ async def forward(request: Incoming, runtime: Runtime) -> Response:
             )
         except ProxyError as error:
             if tap is not None:
-                tap.exchange.source = "error"
-                await tap.failed(error.status, error.body())
+                await tap.error(error)
             raise
     turn = f"{request.method} {request.path}"
     runtime.answered(LANE, session, LANE, source, turn, response.status_code, started)
     return response
-
-
-def _session(request: Incoming, runtime: Runtime) -> str:
-    for name in runtime.settings.session_header:
-        value = request.headers.get(name)
-        if value:
-            if not is_valid_name(value):
-                raise BadRequest(f"the session header {name} is not a valid session id", param=name)
-            return value
-    return NO_SESSION
 
 
 def _parsed(raw: bytes) -> object:

@@ -8,8 +8,8 @@ from typing import Any
 
 from starlette.responses import Response
 
-from proxy.errors import PROXY_HEADERS, ReplayDiverged
-from proxy.http.answers import rendered
+from proxy.errors import ReplayDiverged
+from proxy.http.answers import own_headers, rendered
 from proxy.http.incoming import Incoming
 from proxy.recording.tap import Tap
 from proxy.replay.strict import Miss
@@ -41,11 +41,7 @@ async def answer_recorded(
         if taken is not None:
             recorded = script.side[matches[keys.index(taken)]]
             ref = f"{script.source}:{recorded.index + 1}"
-            headers = [
-                *headers,
-                *((k.encode(), v.encode()) for k, v in PROXY_HEADERS.items()),
-                (b"x-replay-source", b"recorded"),
-            ]
+            headers = own_headers(headers, b"recorded")
             log.debug("session=%s lane=%s answered from %s", session, lane, ref)
             on_complete = None
             if tap is not None:
@@ -61,8 +57,7 @@ async def answer_recorded(
     misses = [(s, strict.closest(s.side, **where)) for s in sources]
     error = _miss(session, lane, next(((s, m) for s, m in misses if m.closest is not None), None))
     if tap is not None:
-        tap.exchange.source = "error"
-        await tap.failed(error.status, error.body())
+        await tap.error(error)
     raise error
 
 

@@ -16,6 +16,7 @@ import orjson
 
 from proxy.apis import BY_NAME
 from proxy.apis.answer import sse_events
+from proxy.errors import ProxyError
 from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Exchange, Recorder
 from proxy.replay.trajectory import Recorded
@@ -118,9 +119,10 @@ class Tap:
         x.ttfb_ms = x.duration_ms = self._ms(time.perf_counter())
         await self._record()
 
-    async def failed(self, status: int, error: dict[str, Any]) -> None:
+    async def error(self, error: ProxyError) -> None:
+        """The exchange got an error the proxy made: recorded with it, as source `error`."""
         x = self.exchange
-        x.status, x.response, x.error = status, error, error.get("error", {}).get("message")
+        x.source, x.status, x.response, x.error = "error", error.status, error.body(), error.message
         x.content_type = "application/json"
         x.duration_ms = self._ms(time.perf_counter())
         await self._record()

@@ -108,8 +108,8 @@ class Conversation:
         return "fp-" + digest[:24]
 
 
-def session_id(headers: Mapping[str, str], names: Sequence[str], conv: Conversation) -> str:
-    """The first session header present, else a fingerprint of the conversation."""
+def session_header(headers: Mapping[str, str], names: Sequence[str]) -> str | None:
+    """The first session header present (a session id becomes a file name: checked), or None."""
     for name in names:
         value = headers.get(name)
         if value:
@@ -120,4 +120,9 @@ def session_id(headers: Mapping[str, str], names: Sequence[str], conv: Conversat
                     param=name,
                 )
             return value
-    return conv.fingerprint()
+    return None
+
+
+def session_id(headers: Mapping[str, str], names: Sequence[str], conv: Conversation) -> str:
+    """The first session header present, else a fingerprint of the conversation."""
+    return session_header(headers, names) or conv.fingerprint()
