@@ -1,4 +1,4 @@
-"""OpenAI chat messages -> Trajectory, by the skip rules of replay-semantics.md sections 1-2.
+"""OpenAI chat messages -> Trajectory, by the script rules of docs/formats.md.
 
 - system/developer and tool messages are not turns (tool outputs are kept as reference data);
 - the first user message is the task; later user messages attach to the turn they precede,

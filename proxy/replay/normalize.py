@@ -1,6 +1,7 @@
 """Normalising a request body before it is compared with a recorded one.
 
-What changes between two runs of the same agent must not count as a difference (clients.md):
+What changes between two runs of the same agent must not count as a difference (per harness:
+docs/record-strict-diff.md):
 - tool-call and item ids (the harness echoes ids the model made up; Codex mints fresh item ids):
   each distinct id becomes <id:1>, <id:2>, ... in order of first appearance;
 - JSON text inside tool-call arguments: parsed, so key order and whitespace do not count;

@@ -2,7 +2,7 @@
 
 Every run gets a fresh git repository and its own HOME, XDG and TMPDIR under the test's folder;
 the environment is built from scratch (PATH and LANG only), with each harness's switches against
-calls to anything but loopback (clients.md). stdin is /dev/null: opencode waits for EOF otherwise.
+calls to anything but loopback (docs/harnesses/). stdin is /dev/null: opencode waits for EOF otherwise.
 """
 
 from __future__ import annotations
