@@ -16,7 +16,7 @@ import redis
 
 from proxy.app import create_app
 from proxy.config import Settings
-from tests.servers import FakeUpstream, running
+from tests.helpers.servers import FakeUpstream, running
 
 ROOT = Path(__file__).parent.parent
 

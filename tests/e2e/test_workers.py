@@ -10,17 +10,17 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.load import (
+from tests.helpers.load import (
     all_turns,
     call_id,
     expected,
     kill,
+    metric,
     proxy_process,
     replay,
     session_name,
     write_trajectories,
 )
-from tests.test_operations import metric
 
 SESSIONS = 200
 TURNS = 20

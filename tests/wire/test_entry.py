@@ -20,7 +20,7 @@ import pytest
 from starlette.responses import Response
 
 from tests.conftest import ProxyFactory
-from tests.servers import FakeUpstream
+from tests.helpers.servers import FakeUpstream
 
 
 def connect(url: str) -> socket.socket:

@@ -10,24 +10,18 @@ import httpx
 import openai
 import pytest
 
-from tests.agent import SYSTEM, TASK, TOOLS, agent_step, bash, client, follow, start_messages
 from tests.conftest import ProxyFactory
-from tests.servers import FakeUpstream, status, text, tool_call
-
-RECORDED = [
-    {"role": "system", "content": SYSTEM},
-    {"role": "user", "content": TASK},
-    {
-        "role": "assistant",
-        "content": "<think>first the file</think>Creating it.",
-        "tool_calls": [bash("call_A", "touch notes.txt")],
-    },
-    {"role": "tool", "tool_call_id": "call_A", "content": ""},
-    {"role": "user", "content": "Remember to use ls -la."},
-    {"role": "assistant", "content": None, "tool_calls": [bash("call_B", "ls -la")]},
-    {"role": "tool", "tool_call_id": "call_B", "content": "notes.txt"},
-    {"role": "user", "content": "Now summarise what you did."},
-]
+from tests.helpers.agent import (
+    RECORDED,
+    SYSTEM,
+    TASK,
+    TOOLS,
+    agent_step,
+    client,
+    follow,
+    start_messages,
+)
+from tests.helpers.servers import FakeUpstream, status, text, tool_call
 
 
 @pytest.mark.parametrize("stream", [False, True])

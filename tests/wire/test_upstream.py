@@ -2,7 +2,7 @@
 well-behaved server would not, and what of the caller's request may reach the upstream.
 
 Each case is one that crossed answers between callers, split a request, or sent a POST twice in
-the hand-written client this proxy once had; the raw upstream (tests.servers.RawUpstream) writes
+the hand-written client this proxy once had; the raw upstream (tests.helpers.servers.RawUpstream) writes
 the exact bytes, and reads the exact request line.
 """
 
@@ -19,7 +19,7 @@ import trustme
 
 from proxy.testing import serving
 from tests.conftest import ProxyFactory
-from tests.servers import FakeUpstream, RawConnection, RawUpstream, http_answer, text
+from tests.helpers.servers import FakeUpstream, RawConnection, RawUpstream, http_answer, text
 
 BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +16,9 @@ from hypothesis import strategies as st
 from proxy.app import create_app
 from proxy.config import Settings
 from proxy.testing import serving
+from tests.conftest import ROOT
 
-TRAJECTORY = Path(__file__).parent.parent / "examples" / "greeting.json"
+TRAJECTORY = ROOT / "examples" / "greeting.json"
 
 
 @pytest.fixture(scope="module")

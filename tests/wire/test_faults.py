@@ -16,9 +16,9 @@ import openai
 import pytest
 from starlette.responses import StreamingResponse
 
-from tests.agent import TOOLS, client, start_messages
 from tests.conftest import ProxyFactory
-from tests.servers import (
+from tests.helpers.agent import TOOLS, client, start_messages
+from tests.helpers.servers import (
     FakeUpstream,
     drop_after_first_event,
     hang,
@@ -141,7 +141,7 @@ def test_unknown_fields_are_forwarded_byte_for_byte(
 def test_many_idle_keep_alive_connections_do_not_get_in_the_way(
     proxy: ProxyFactory, write_trajectory: Callable[..., Path]
 ) -> None:
-    from tests.test_e2e_chat import RECORDED
+    from tests.helpers.agent import RECORDED
 
     with proxy(trajectory=[write_trajectory(RECORDED)]) as url:
         host, port = url.removeprefix("http://").split("/")[0].split(":")
@@ -159,7 +159,7 @@ def test_many_idle_keep_alive_connections_do_not_get_in_the_way(
 def test_a_slow_reader_gets_every_byte_and_holds_up_no_one(
     proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], write_trajectory: Callable[..., Path]
 ) -> None:
-    from tests.test_e2e_chat import RECORDED
+    from tests.helpers.agent import RECORDED
 
     fake, upstream_url = upstream
     events, size = 1000, 8192

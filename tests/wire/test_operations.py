@@ -14,20 +14,10 @@ import httpx
 import pytest
 
 from proxy.testing import ReplayProxy
-from tests.agent import TOOLS, agent_step, client, follow, start_messages
 from tests.conftest import ROOT, ProxyFactory
-from tests.load import proxy_process
-from tests.servers import FakeUpstream, Gate, running, status
-from tests.test_e2e_chat import RECORDED
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    """The value of one sample in a Prometheus exposition."""
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    for line in text.splitlines():
-        if line.startswith(f"{name}{{{want}}} ") or (not labels and line.startswith(f"{name} ")):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no sample {name}{{{want}}} in:\n{text}")
+from tests.helpers.agent import RECORDED, TOOLS, agent_step, client, follow, start_messages
+from tests.helpers.load import metric, proxy_process
+from tests.helpers.servers import FakeUpstream, Gate, running, status
 
 
 def test_metrics_count_answers_by_source_and_time_the_upstream(

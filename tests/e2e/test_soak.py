@@ -21,8 +21,8 @@ import pytest
 from starlette.responses import Response
 
 from bench.procs import rss_bytes
-from tests.load import proxy_process
-from tests.servers import FakeUpstream, Seen, drop_after_first_event, running, status, text
+from tests.helpers.load import proxy_process
+from tests.helpers.servers import FakeUpstream, Seen, drop_after_first_event, running, status, text
 
 pytestmark = pytest.mark.soak
 

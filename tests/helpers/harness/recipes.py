@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.harness.install import executable
+from tests.helpers.harness.install import executable
 
 HERE = Path(__file__).parent
 TIMEOUT = 240.0

@@ -18,7 +18,7 @@ import pytest
 
 from proxy.formats import load_file
 from tests.conftest import ProxyFactory
-from tests.servers import FakeUpstream, anthropic_text, responses_text
+from tests.helpers.servers import FakeUpstream, anthropic_text, responses_text
 
 TASK = "Count the files, then report."
 RECORDED = [

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent import agent_step, client, follow, start_messages
 from tests.conftest import ProxyFactory
-from tests.test_e2e_chat import RECORDED
+from tests.helpers.agent import RECORDED, agent_step, client, follow, start_messages
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None and not os.environ.get("REPLAY_PROXY_REQUIRE_BROWSER"):

@@ -10,7 +10,7 @@ import pytest
 
 from proxy.upstream.headers import answer_headers, request_headers
 from tests.conftest import ProxyFactory
-from tests.servers import FakeUpstream, Gate, status
+from tests.helpers.servers import FakeUpstream, Gate, status
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 

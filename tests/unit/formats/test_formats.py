@@ -9,6 +9,7 @@ import pytest
 
 from proxy.errors import LoadError
 from proxy.formats import load_bytes, load_file
+from tests.conftest import ROOT
 
 
 def call(call_id: str | None, name: str = "bash", arguments: object = '{"command": "ls"}') -> dict:
@@ -265,7 +266,7 @@ def test_broken_json_and_unknown_shapes_are_load_errors(tmp_path: Path) -> None:
 
 
 def test_the_bundled_example_loads() -> None:
-    t = load_file(Path(__file__).parent.parent / "examples" / "greeting.json")
+    t = load_file(ROOT / "examples" / "greeting.json")
     assert len(t.turns) == 3
     assert [u.index for u in t.turns[2].users_before] == [6]
     assert t.turns[0].reasoning == "Start by creating the script."

@@ -10,10 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.agent import agent_step, client, follow, start_messages
 from tests.conftest import ProxyFactory
-from tests.servers import FakeUpstream, status, text
-from tests.test_e2e_chat import RECORDED
+from tests.helpers.agent import RECORDED, agent_step, client, follow, start_messages
+from tests.helpers.servers import FakeUpstream, status, text
 
 UPSTREAM_KEY = "sk-upstream-key-0123456789"
 CLIENT_KEY = "sk-client-key-ABCDEFGHIJ"

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import ProxyFactory
-from tests.servers import FakeUpstream
+from tests.helpers.servers import FakeUpstream
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
 

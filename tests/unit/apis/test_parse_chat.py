@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,21 +10,7 @@ from proxy.apis.chat import parse_chat
 from proxy.config import DEFAULT_SESSION_HEADERS
 from proxy.errors import BadRequest
 from proxy.replay.conversation import Lane, session_id
-
-CAPTURES = Path(__file__).parent / "fixtures" / "captures"
-
-
-def captured(client: str) -> list[dict[str, Any]]:
-    lines = (CAPTURES / f"{client}.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
-
-
-def chat_calls(client: str) -> list[dict[str, Any]]:
-    return [c for c in captured(client) if c["path"] == "/v1/chat/completions"]
-
-
-def headers(capture: dict[str, Any]) -> dict[str, str]:
-    return {k.lower(): v for k, v in capture["headers"].items()}
+from tests.helpers.captures import chat_calls, headers
 
 
 @pytest.mark.parametrize(

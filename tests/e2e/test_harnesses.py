@@ -21,9 +21,9 @@ import httpx
 import pytest
 
 from tests.conftest import ProxyFactory
-from tests.harness.install import Unavailable, install
-from tests.harness.recipes import RECIPES, Recipe, finished_its_own_way, install_name, run
-from tests.servers import (
+from tests.helpers.harness.install import Unavailable, install
+from tests.helpers.harness.recipes import RECIPES, Recipe, finished_its_own_way, install_name, run
+from tests.helpers.servers import (
     FakeUpstream,
     FlakyFront,
     Seen,

@@ -14,7 +14,7 @@ from proxy.config import DEFAULT_SESSION_HEADERS
 from proxy.errors import BadRequest
 from proxy.formats import load_bytes
 from proxy.replay.conversation import Lane, session_id
-from tests.test_parse_chat import captured, headers
+from tests.helpers.captures import captured, headers
 
 PARSERS = {"/v1/responses": parse_responses, "/v1/messages": parse_anthropic}
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
 
 
@@ -159,3 +159,12 @@ def kill(process: subprocess.Popen[str], sig: int) -> None:
     if process.poll() is None:
         os.killpg(process.pid, sig)
         process.wait(timeout=60)
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The value of one sample in a Prometheus exposition."""
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{want}}} ") or (not labels and line.startswith(f"{name} ")):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no sample {name}{{{want}}} in:\n{text}")

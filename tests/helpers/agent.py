@@ -27,6 +27,23 @@ def bash(call_id: str, command: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": args}}
 
 
+# a recorded run: two tool turns, reasoning in <think>, user messages between them and trailing
+RECORDED = [
+    {"role": "system", "content": SYSTEM},
+    {"role": "user", "content": TASK},
+    {
+        "role": "assistant",
+        "content": "<think>first the file</think>Creating it.",
+        "tool_calls": [bash("call_A", "touch notes.txt")],
+    },
+    {"role": "tool", "tool_call_id": "call_A", "content": ""},
+    {"role": "user", "content": "Remember to use ls -la."},
+    {"role": "assistant", "content": None, "tool_calls": [bash("call_B", "ls -la")]},
+    {"role": "tool", "tool_call_id": "call_B", "content": "notes.txt"},
+    {"role": "user", "content": "Now summarise what you did."},
+]
+
+
 def client(base_url: str, **headers: str) -> openai.OpenAI:
     return openai.OpenAI(
         base_url=base_url, api_key="sk-client-key", max_retries=0, default_headers=headers

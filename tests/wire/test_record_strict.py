@@ -16,9 +16,9 @@ import openai
 import pytest
 
 from proxy.formats import load_file
-from tests.agent import SYSTEM, TASK, agent_step, bash, client, follow, ran, start_messages
 from tests.conftest import ROOT, ProxyFactory
-from tests.servers import FakeUpstream, text, tool_call
+from tests.helpers.agent import SYSTEM, TASK, agent_step, bash, client, follow, ran, start_messages
+from tests.helpers.servers import FakeUpstream, text, tool_call
 
 TITLE = [
     {"role": "system", "content": "You are a title generator."},

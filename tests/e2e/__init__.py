@@ -1,0 +1,1 @@
+"""Whole runs: real harnesses, the command line, a browser, the soak, workers and replicas."""

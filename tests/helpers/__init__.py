@@ -1,0 +1,1 @@
+"""What the tests run against: fake upstreams (a raw one among them), the example agent, load, the harnesses' recipes."""

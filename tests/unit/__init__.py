@@ -1,0 +1,1 @@
+"""Pure tests: no sockets, no processes; each mirrors the package it tests."""

@@ -1,0 +1,1 @@
+"""Each API: requests real harnesses sent, and the answers rendered, against golden files."""

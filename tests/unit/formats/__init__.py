@@ -1,0 +1,1 @@
+"""Trajectory formats: every one into the one model."""

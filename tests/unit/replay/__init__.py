@@ -1,0 +1,1 @@
+"""The replay core, step by step."""
