@@ -2,8 +2,9 @@
 
 Main-lane requests are compared with the recorded request of their step (the step is derived from
 the history, like a turn). Tool-less, subagent and other requests are matched against the
-recording's exchanges of their lane, first unused match (the session's store keeps which were used). A difference, a miss or a step beyond the
-recording is an error that says exactly where: divergence is an error, not a warning.
+recording's exchanges of their lane, first unused match (the session's store keeps which were
+used). A difference, a miss or a step beyond the recording is an error that says exactly where:
+divergence is an error, not a warning.
 """
 
 from __future__ import annotations
