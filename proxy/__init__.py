@@ -3,7 +3,7 @@
 One request's way through, and the folder that takes each step:
 
     uvicorn (HTTP/1.1 framing)
-      -> http/front.py          the ASGI entry: completions and /v1/* as plain ASGI, the rest FastAPI
+      -> http/front.py          the ASGI entry: the hot paths as plain ASGI, the rest FastAPI
       -> http/incoming.py       the request as the hot path reads it: bounded body, target as sent
       -> apis/<api>.py          parse: the body -> a Conversation (chat, responses, anthropic)
       -> sessions/registry.py   which script the session has (bound once, kept in store/)
