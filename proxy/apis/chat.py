@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from proxy.apis.answer import Assembled, event_data, sse_events
-from proxy.apis.request import opened
+from proxy.apis.request import opened, tool_names
 from proxy.errors import BadRequest
 from proxy.replay.content import is_content, text_of
 from proxy.replay.conversation import Call, Conversation, Reply, Result, path_of
@@ -35,7 +35,7 @@ def parse_chat(body: Any) -> Conversation:
         model,
         body.get("stream") is True,
         isinstance(options, dict) and options.get("include_usage") is True,  # include_usage
-        _tool_names(body),
+        tool_names(_tools(body)),
         body.get("tool_choice") == "none",  # tool_choice_none
         len(messages),  # message_count
     )
@@ -73,6 +73,11 @@ def parse_chat(body: Any) -> Conversation:
     return conv
 
 
+def _tools(body: dict[str, Any]) -> Any:
+    tools = body.get("tools")
+    return tools if tools is not None else body.get("functions")  # the legacy form
+
+
 def _text(pos: int, content: Any) -> str:
     if not is_content(content):
         where = path_of(("messages", pos, "content"))
@@ -101,25 +106,6 @@ def _calls(pos: int, raw: Any) -> list[Call]:
             )
         )
     return calls
-
-
-def _tool_names(body: dict[str, Any]) -> tuple[str, ...]:
-    tools = body.get("tools")
-    if tools is None:
-        tools = body.get("functions")  # the legacy form
-    if tools is None:
-        return ()
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be an array", param="tools")
-    names: list[str] = []
-    for tool in tools:
-        if not isinstance(tool, dict):
-            continue
-        fn = tool.get("function")
-        name = fn.get("name") if isinstance(fn, dict) else tool.get("name")
-        if isinstance(name, str):
-            names.append(name)
-    return tuple(names)
 
 
 # ---- the answer

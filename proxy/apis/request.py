@@ -1,4 +1,5 @@
-"""What every API's request body must have before the decision reads it: one rule, three APIs."""
+"""What every API's request body must have before the decision reads it, and the tools it offers:
+one rule each, for the three APIs."""
 
 from __future__ import annotations
 
@@ -19,3 +20,24 @@ def opened(body: Any, history: str) -> tuple[Any, str]:
     if not isinstance(model, str):
         raise BadRequest("'model' must be a string", param="model")
     return items, model
+
+
+def tool_names(tools: Any) -> tuple[str, ...]:
+    """The names of the function tools offered, in the chat form (`function.name`) or the flat one
+    (`name`, Responses); Codex's namespace groups are looked into."""
+    if tools is None:
+        return ()
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be an array", param="tools")
+    names: list[str] = []
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace":
+            names.extend(tool_names(tool.get("tools")))
+            continue
+        fn = tool.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else tool.get("name")
+        if isinstance(name, str):
+            names.append(name)
+    return tuple(names)

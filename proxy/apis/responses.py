@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from proxy.apis.answer import Assembled, event_data, sse_events
-from proxy.apis.request import opened
+from proxy.apis.request import opened, tool_names
 from proxy.errors import BadRequest
 from proxy.formats.responses import (
     ASSISTANT_SIDE,  # one rule for what makes up a reply
@@ -100,26 +100,6 @@ def parse_responses(body: Any) -> Conversation:
     conv.replies = [r for r in conv.replies if r.calls or r.text.strip()]
     conv.system = "\n".join(systems)
     return conv
-
-
-def tool_names(tools: Any) -> tuple[str, ...]:
-    """Function tools in the flat Responses form or the chat form; Codex's namespace groups too."""
-    if tools is None:
-        return ()
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be an array", param="tools")
-    names: list[str] = []
-    for tool in tools:
-        if not isinstance(tool, dict):
-            continue
-        if tool.get("type") == "namespace":
-            names.extend(tool_names(tool.get("tools")))
-            continue
-        fn = tool.get("function")
-        name = fn.get("name") if isinstance(fn, dict) else tool.get("name")
-        if isinstance(name, str):
-            names.append(name)
-    return tuple(names)
 
 
 # ---- the answer
