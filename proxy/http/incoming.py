@@ -67,6 +67,8 @@ class Incoming:
         try:
             body = orjson.loads(self.body)
         except orjson.JSONDecodeError as exc:
+            if not self.body and self.headers.raw(b"upgrade"):
+                raise _upgrade(self.headers) from None
             raise BadRequest(f"the request body is not valid JSON: {exc}") from None
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object")
@@ -106,8 +108,6 @@ async def receive_request(scope: Scope, receive: Receive, limit: int) -> Incomin
         body = b"".join(chunks)
     if len(body) > limit:
         raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
-    if declared is not None and declared.isdigit() and len(body) != int(declared):
-        raise _short(headers, len(body), int(declared))
     return Incoming(
         scope["method"], scope["path"], raw_path.decode("latin-1"), query.decode("latin-1"),
         raw, headers, body,
@@ -122,15 +122,12 @@ def _gone() -> ClientClosedRequest:
     )
 
 
-def _short(headers: Headers, got: int, declared: int) -> BadRequest:
-    """uvicorn (httptools) stops reading a request at its head when it asks to switch protocols,
-    as curl --http2 does on an http:// URL: the body never arrives."""
-    upgrade = headers.get("upgrade")
-    if upgrade:
-        return BadRequest(
-            f"the request asks to switch to {upgrade!r} (curl --http2 does so on http:// URLs); "
-            "the proxy speaks HTTP/1.1 and does not read the body of such a request: send it "
-            "without the upgrade (curl --http1.1)",
-            param="upgrade",
-        )
-    return BadRequest(f"the request body has {got} of the {declared} bytes its Content-Length says")
+def _upgrade(headers: Headers) -> BadRequest:
+    """A request that asks to switch protocols (curl --http2 on an http:// URL) is not read past
+    its head by the server, so its body never arrives."""
+    return BadRequest(
+        f"the request asks to switch to {headers.get('upgrade')!r} (curl --http2 does so on "
+        "http:// URLs); the proxy speaks HTTP/1.1 and does not read the body of such a request: "
+        "send it without the upgrade (curl --http1.1)",
+        param="upgrade",
+    )

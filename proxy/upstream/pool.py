@@ -30,14 +30,16 @@ class Pool(aiohttp.TCPConnector):
     """aiohttp's TCPConnector, except that a pooled connection on which the upstream sent anything
     while it sat idle is closed, not reused. aiohttp 3.14 parses and queues such bytes and hands
     the connection to the next request, which would then get the queued answer: an answer crossed
-    between two callers (aio-libs/aiohttp#13656)."""
+    between two callers (aio-libs/aiohttp#13656). The repair sits on the connector's public
+    `connect()` and asks the connection's protocol what aiohttp itself asks when a connection is
+    released (`should_close`); a new connection never has anything queued."""
 
-    async def _get(self, *args: Any, **kwargs: Any) -> Any:
+    async def connect(self, *args: Any, **kwargs: Any) -> aiohttp.connector.Connection:
         while True:
-            conn = await super()._get(*args, **kwargs)
-            if conn is None or conn.protocol is None or not conn.protocol.should_close:
+            conn = await super().connect(*args, **kwargs)
+            if conn.protocol is None or not conn.protocol.should_close:
                 return conn
-            conn.close()  # and try the next idle one
+            conn.close()  # and take the next idle one, or a new one
 
     def counts(self) -> dict[str, int]:
         """Connections open to the upstream, and idle in the pool among them (what an operator,
