@@ -24,11 +24,11 @@ from typing import Any
 import orjson
 
 from proxy.apis.answer import Assembled, event_data, sse_events
-from proxy.apis.request import opened
+from proxy.apis.request import malformed, opened
 from proxy.errors import BadRequest, ProxyError
 from proxy.formats.anthropic import messages_to_chat
 from proxy.replay.content import is_content, text_of
-from proxy.replay.conversation import Call, Conversation, Reply, Result, path_of
+from proxy.replay.conversation import Call, Conversation, Reply, Result
 from proxy.replay.ids import derived, wire_id
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
@@ -60,15 +60,12 @@ def parse_anthropic(body: Any) -> Conversation:
     for pos, message in enumerate(messages):
         path = ("messages", pos)
         if not isinstance(message, dict):
-            where = path_of(path)
-            raise BadRequest(f"{where} must be an object", param=where)
+            raise malformed(path, "must be an object")
         role, content = message.get("role"), message.get("content")
         if not isinstance(role, str):
-            where = path_of((*path, "role"))
-            raise BadRequest(f"{where} is missing", param=where)
+            raise malformed((*path, "role"), "is missing")
         if not is_content(content):
-            where = path_of((*path, "content"))
-            raise BadRequest(f"{where} must be a string or an array of blocks", param=where)
+            raise malformed((*path, "content"), "must be a string or an array of blocks")
         blocks = content if isinstance(content, list) else []
         if role == "assistant":
             reply = Reply(pos, path, "", [], (*path, "content"), pos)

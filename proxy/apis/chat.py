@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 
 from proxy.apis.answer import Assembled, event_data, sse_events
-from proxy.apis.request import opened, tool_names
+from proxy.apis.request import malformed, opened, tool_names
 from proxy.errors import BadRequest
 from proxy.replay.content import is_content, text_of
-from proxy.replay.conversation import Call, Conversation, Reply, Result, path_of
+from proxy.replay.conversation import Call, Conversation, Reply, Result
 from proxy.replay.trajectory import Turn
 
 # ---- the request
@@ -45,13 +45,11 @@ def parse_chat(body: Any) -> Conversation:
     # text_of, and nothing is built for a message the decision does not read
     for pos, msg in enumerate(messages):
         if not isinstance(msg, dict):
-            where = path_of(("messages", pos))
-            raise BadRequest(f"{where} must be an object", param=where)
+            raise malformed(("messages", pos), "must be an object")
         role = msg.get("role")
         content = msg.get("content")
         if not isinstance(role, str):
-            where = path_of(("messages", pos, "role"))
-            raise BadRequest(f"{where} is missing", param=where)
+            raise malformed(("messages", pos, "role"), "is missing")
         text = content if isinstance(content, str) else _text(pos, content)
         if role == "assistant":
             raw = msg.get("tool_calls")
@@ -80,21 +78,18 @@ def _tools(body: dict[str, Any]) -> Any:
 
 def _text(pos: int, content: Any) -> str:
     if not is_content(content):
-        where = path_of(("messages", pos, "content"))
-        raise BadRequest(f"{where} must be a string, an array of parts or null", param=where)
+        raise malformed(("messages", pos, "content"), "must be a string, an array of parts or null")
     return text_of(content)
 
 
 def _calls(pos: int, raw: Any) -> list[Call]:
     if not isinstance(raw, list):
-        where = path_of(("messages", pos, "tool_calls"))
-        raise BadRequest(f"{where} must be an array", param=where)
+        raise malformed(("messages", pos, "tool_calls"), "must be an array")
     calls: list[Call] = []
     for j, call in enumerate(raw):
         fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(fn, dict):
-            where = path_of(("messages", pos, "tool_calls", j, "function"))
-            raise BadRequest(f"{where} must be an object", param=where)
+            raise malformed(("messages", pos, "tool_calls", j, "function"), "must be an object")
         call_id, name, args = call.get("id"), fn.get("name"), fn.get("arguments")
         calls.append(
             Call(

@@ -6,6 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.errors import BadRequest
+from proxy.replay.conversation import Where, path_of
+
+
+def malformed(path: Where, problem: str) -> BadRequest:
+    """A part of the body that is not what the decision needs, named by its JSON path."""
+    where = path_of(path)
+    return BadRequest(f"{where} {problem}", param=where)
 
 
 def opened(body: Any, history: str) -> tuple[Any, str]:

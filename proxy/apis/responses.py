@@ -23,14 +23,14 @@ from typing import Any
 import orjson
 
 from proxy.apis.answer import Assembled, event_data, sse_events
-from proxy.apis.request import opened, tool_names
+from proxy.apis.request import malformed, opened, tool_names
 from proxy.errors import BadRequest
 from proxy.formats.responses import (
     ASSISTANT_SIDE,  # one rule for what makes up a reply
     items_to_chat,
 )
 from proxy.replay.content import text_of
-from proxy.replay.conversation import Call, Conversation, Reply, Result, path_of
+from proxy.replay.conversation import Call, Conversation, Reply, Result
 from proxy.replay.ids import derived
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
@@ -60,8 +60,7 @@ def parse_responses(body: Any) -> Conversation:
     for pos, item in enumerate(items):
         path = ("input", pos)
         if not isinstance(item, dict):
-            where = path_of(path)
-            raise BadRequest(f"{where} must be an object", param=where)
+            raise malformed(path, "must be an object")
         kind = item.get("type", "message" if "role" in item else None)
         role = item.get("role")
         if kind in ASSISTANT_SIDE or (kind == "message" and role == "assistant"):

@@ -11,7 +11,6 @@ credentials) and say what went wrong.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Iterable
 
 import aiohttp
@@ -27,8 +26,6 @@ from proxy.errors import (
 from proxy.upstream.headers import request_headers
 from proxy.upstream.passthrough import OnComplete, PassThrough
 from proxy.upstream.pool import Pool, display, forward_proxy, open_session
-
-log = logging.getLogger("proxy.upstream")
 
 READ_WHOLE = 1024 * 1024  # a sized answer up to this is read whole before it is passed on
 
@@ -48,7 +45,9 @@ class Upstream:
         self.name = display(self.base_url) if self.base_url else "(none)"
         self._api_key = api_key
         self._secret = api_key.encode() if api_key else None
-        self._timeouts = (connect_timeout, read_timeout, total_timeout)
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.total_timeout = total_timeout
         self._copy_limit = copy_limit
         self._session: aiohttp.ClientSession | None = None
         self.proxy: str | None = None
@@ -57,8 +56,6 @@ class Upstream:
             self._origin = str(base.origin())
             self._prefix = base.raw_path.rstrip("/")
             self.proxy = forward_proxy(self.base_url)  # a bad one stops start-up (ValueError)
-        self.read_timeout = read_timeout
-        self.total_timeout = total_timeout
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -84,9 +81,10 @@ class Upstream:
     def _client(self) -> aiohttp.ClientSession:
         session = self._session
         if session is None:  # made on the running loop, at the first request
-            connect, read, total = self._timeouts
             session = self._session = open_session(
-                connect_timeout=connect, read_timeout=read, total_timeout=total
+                connect_timeout=self.connect_timeout,
+                read_timeout=self.read_timeout,
+                total_timeout=self.total_timeout,
             )
         return session
 
@@ -143,14 +141,13 @@ class Upstream:
         name = self.name
         if isinstance(exc, aiohttp.ConnectionTimeoutError):
             return UpstreamTimeout(
-                f"the upstream {name} did not accept a connection within {self._timeouts[0]:g} s"
+                f"the upstream {name} did not accept a connection within {self.connect_timeout:g} s"
             )
         if isinstance(exc, asyncio.TimeoutError):  # aiohttp's read timeouts are TimeoutErrors too
-            total = self._timeouts[2]
-            if isinstance(exc, aiohttp.SocketTimeoutError) or total is None:
-                wait = f"no data for {self._timeouts[1]:g} s"
+            if isinstance(exc, aiohttp.SocketTimeoutError) or self.total_timeout is None:
+                wait = f"no data for {self.read_timeout:g} s"
             else:
-                wait = f"no whole answer within {total:g} s"
+                wait = f"no whole answer within {self.total_timeout:g} s"
             return UpstreamTimeout(f"the upstream {name} did not answer in time: {wait}")
         if isinstance(exc, aiohttp.ClientProxyConnectionError):
             assert self.proxy is not None
