@@ -79,6 +79,13 @@ def _parser() -> argparse.ArgumentParser:
         help="resume: replay, then go live (default); strict: replay only, compare every request",
     )
     serve.add_argument(
+        "--replay-turns",
+        metavar="K",
+        type=int,
+        help="branch every session: replay only the first K scripted turns, then go live "
+        "(a session's x-replay-turns header or admin PUT ?turns=K overrides it)",
+    )
+    serve.add_argument(
         "--mask",
         metavar="REGEX",
         action="append",
@@ -259,11 +266,18 @@ def _short(text: str, limit: int = 100) -> str:
 
 
 def describe(t: Trajectory) -> str:
+    exchanges = f"{t.exchanges} exchange" + ("" if t.exchanges == 1 else "s")
     lines = [
-        f"{t.source}: {t.format}, {len(t.turns)} turns, {t.tool_call_count} tool calls",
+        f"{t.source}: {t.format}, {len(t.turns)} turns in {exchanges}, "
+        f"{t.tool_call_count} tool calls",
         f"  task: {_short(t.task) if t.task is not None else '(none: no user message)'}",
     ]
     for turn in t.turns:
+        for user in turn.follow_up:
+            lines.append(
+                f"  user message {user.index} opens exchange {turn.exchange} "
+                "(the harness sends it; compared, not spliced)"
+            )
         for user in turn.users_before:
             lines.append(
                 f"  user message {user.index} comes before turn {turn.number} (spliced live)"

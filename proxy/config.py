@@ -54,6 +54,7 @@ class Settings(BaseSettings):
     on_observation_divergence: ObservationPolicy = ObservationPolicy.WARN
     after_script: AfterScript = AfterScript.LIVE
     mode: Mode = Mode.RESUME
+    replay_turns: int | None = Field(default=None, ge=0)  # every session branches at turn K
     mask: Annotated[tuple[str, ...], NoDecode] = ()
     record_dir: Path | None = None
     dump_dir: Path | None = None
@@ -118,6 +119,15 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http:// or https:// URL")
         return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _branching_goes_live(self) -> Settings:
+        if self.replay_turns is not None and self.mode is Mode.STRICT:
+            raise ValueError(
+                "--replay-turns needs --mode resume: strict replay never goes live, so there is "
+                "nothing to branch into after turn K"
+            )
+        return self
 
     @model_validator(mode="after")
     def _shared_store_for_workers(self) -> Settings:

@@ -4,8 +4,10 @@
 - the first user message is the task; later user messages attach to the turn they precede,
   or trail after the last turn;
 - each assistant message with text or tool calls is one turn with all its calls;
-- an empty assistant message is skipped; a text-only one is the last turn, and what follows is
-  dropped; both are reported.
+- a text-only one ends an exchange; user messages after it are the follow-up that opens the next
+  exchange (the harness sends those itself), and an assistant or tool message that comes after it
+  with no user message between is dropped;
+- an empty assistant message is skipped; skipped and dropped messages are reported.
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ def trajectory_from_messages(
     outputs: dict[str, str] = {}
     skipped: list[Note] = []
     dropped: list[Note] = []
-    final_index: int | None = None
+    final_index: int | None = None  # the text-only turn that ended the exchange, until a user
+    follow_up: list[UserMessage] = []  # the user messages after it
+    exchange = 1
 
     # a 10 MB trajectory has tens of thousands of messages: this loop is kept lean on purpose
     for pos, msg in enumerate(messages):
@@ -53,11 +57,18 @@ def trajectory_from_messages(
         content = msg.get("content")
         if content is not None and type(content) is not str and type(content) is not list:
             raise LoadError(source, idx, "content must be a string, a list of parts, or null")
-        if final_index is not None:
-            dropped.append(
-                Note(idx, f"{role} message after the final text-only turn (message {final_index})")
-            )
-            continue
+        if final_index is not None and role in ("assistant", "tool"):
+            if not follow_up:
+                dropped.append(
+                    Note(
+                        idx,
+                        f"{role} message right after the text-only turn (message {final_index}) "
+                        "with no user message between",
+                    )
+                )
+                continue
+            final_index = None
+            exchange += 1
         if role in ("system", "developer"):
             if system is None:
                 system = text_of(content)
@@ -70,6 +81,8 @@ def trajectory_from_messages(
         elif role == "user":
             if task is None:
                 task = text_of(content)
+            elif final_index is not None:
+                follow_up.append(UserMessage(idx, content if content is not None else ""))
             else:
                 pending.append(UserMessage(idx, content if content is not None else ""))
         elif role == "assistant":
@@ -80,12 +93,32 @@ def trajectory_from_messages(
                 why = "empty assistant message" + (" (reasoning only)" if reasoning else "")
                 skipped.append(Note(idx, why))
                 continue
-            turns.append(Turn(number, idx, text, reasoning, calls, tuple(pending)))
-            pending = []
+            turns.append(
+                Turn(
+                    number,
+                    idx,
+                    text,
+                    reasoning,
+                    calls,
+                    tuple(pending),
+                    None,
+                    exchange,
+                    tuple(follow_up),
+                )
+            )
+            pending, follow_up = [], []
             if not calls:
                 final_index = idx
         else:
             skipped.append(Note(idx, f"unknown role {role!r}"))
+    for user in follow_up:
+        skipped.append(
+            Note(
+                user.index,
+                "a follow-up after the last answer, with no recorded answer: "
+                "the harness sends its own, and it goes live",
+            )
+        )
 
     return Trajectory(
         name=name,

@@ -1,7 +1,8 @@
 """A recording (--record-dir) -> Trajectory: its main-lane answers become the script.
 
-The conversation is the last successful main-lane request plus its answer; each of its assistant
-turns is served exactly as it was recorded, and keeps the recorded exchange for strict replay. A
+The conversation is the last successful main-lane request plus its answer, with every exchange of
+the session in it (a follow-up request carries the earlier ones); each of its assistant turns is
+served exactly as it was recorded, and keeps the recorded exchange for strict replay. A
 request retried after a failure or a timeout appears twice: only the last attempt is a step.
 Exchanges of the other lanes are kept whole, to be matched in strict replay.
 """
@@ -66,12 +67,18 @@ def trajectory_from_recording(
         raise LoadError(
             source, last_index, f"message {exc.index} of its conversation: {exc.reason}"
         ) from None
-    by_ids = {_ids(e["message"]): (i, e) for i, e in steps}
+    # in order: two exchanges may end in the same text ("Done."), each answered by its own step
+    keys = [_ids(e["message"]) for _, e in steps]
     turns = []
+    at = 0
     for turn in t.turns:
         key = tuple(c.id for c in turn.tool_calls) or ("text", turn.text)
-        found = by_ids.get(key)
-        turns.append(dataclasses.replace(turn, recorded=_recorded(*found)) if found else turn)
+        found = next((k for k in range(at, len(steps)) if keys[k] == key), None)
+        if found is None:
+            turns.append(turn)
+            continue
+        turns.append(dataclasses.replace(turn, recorded=_recorded(*steps[found])))
+        at = found + 1
     return dataclasses.replace(
         t, turns=tuple(turns), skipped=(*notes, *t.skipped), side=tuple(side)
     )

@@ -12,6 +12,7 @@ from proxy.errors import BadRequest, Forbidden, LoadError, NotFound, Unauthorize
 from proxy.http.body import read_body
 from proxy.names import is_valid_name
 from proxy.runtime import Runtime
+from proxy.sessions.registry import branch_point
 from proxy.store.state import SessionState
 
 
@@ -82,9 +83,14 @@ async def get_session(request: Request, session: str) -> dict[str, Any]:
 
 @router.put("/sessions/{session}")
 async def put_session(request: Request, session: str) -> dict[str, Any]:
-    """Set the session's script: a trajectory in any supported format as the body."""
+    """Set the session's script: a trajectory in any supported format as the body; with
+    ?turns=K the session replays only its first K turns, then goes live."""
     runtime = _runtime(request)
     session = _session_id(session)
+    branch = branch_point(request.query_params.get("turns"), "turns")
+    runtime.sessions.check_branch(branch, "turns")
+    if branch is None:
+        branch = runtime.sessions.replay_turns
     data = await read_body(request, runtime.settings.max_body_bytes)
     try:
         trajectory = runtime.library.admin(data, session)
@@ -99,6 +105,7 @@ async def put_session(request: Request, session: str) -> dict[str, Any]:
             source="admin",
             task_match=None,
             turns=len(trajectory.turns),
+            replay_turns=branch,
         )
 
     state = await runtime.store.update(session, bind, now=time.time())

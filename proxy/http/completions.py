@@ -25,6 +25,7 @@ from proxy.replay.conversation import Conversation, Lane, session_id
 from proxy.replay.engine import Diverged, Forward, Scripted, Stop, decide
 from proxy.replay.trajectory import Trajectory, Turn
 from proxy.runtime import Runtime
+from proxy.sessions.registry import BRANCH_HEADER, branch_point
 
 log = logging.getLogger("proxy.requests")
 
@@ -94,16 +95,21 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
 
 async def _main(call: InFlight) -> Response:
     runtime, conv = call.runtime, call.conv
+    headers = call.request.headers
     binding = await runtime.sessions.script_for(
-        call.session, conv, call.request.headers.get("x-replay-trajectory")
+        call.session,
+        conv,
+        headers.get("x-replay-trajectory"),
+        branch_point(headers.get(BRANCH_HEADER)),
     )
-    script = binding.trajectory
+    script, state = binding.trajectory, binding.state
     decision = decide(
         conv,
         script,
         live_after_divergence=binding.live_after_divergence,
         rules=runtime.rules,
         body=call.body if runtime.strict else None,
+        branch=state.replay_turns if state is not None else None,
     )
     state = await runtime.sessions.record(
         call.session, call.lane, decision, messages=conv.message_count

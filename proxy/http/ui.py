@@ -84,9 +84,14 @@ async def _page(request: Request) -> HTMLResponse:
 
 
 def _row(state: SessionState, events: list[Event]) -> str:
-    total = state.turns_total
+    total = state.turns_planned
     served = state.turns_served
     percent = int(100 * served / total) if total else 0
+    branch = ""
+    if state.replay_turns is not None:
+        branch = f" · branch at turn {state.replay_turns} of {state.turns_total}"
+    if state.live_after_turn is not None:
+        branch += f" · live after turn {state.live_after_turn}"
     script = "—"
     if state.script_name is not None:
         script = f"{escape(state.script_name)} <small>({escape(state.script_source or '')})</small>"
@@ -103,7 +108,7 @@ def _row(state: SessionState, events: list[Event]) -> str:
         f'<td><span class="phase {escape(phase(state))}">{escape(phase(state))}</span></td>'
         f"<td>{script}</td>"
         f'<td><div class="bar"><div class="fill" style="width:{percent}%"></div></div>'
-        f"<small>{served}/{total} turns · {state.scripted_responses} scripted answers</small></td>"
+        f"<small>{served}/{total} turns · {state.scripted_responses} scripted answers{branch}</small></td>"
         f"<td><small>forwarded: {forwarded}<br>errors: {state.errors}</small></td>"
         f'<td class="timeline">{chips}</td>'
         "</tr>"

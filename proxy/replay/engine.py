@@ -1,9 +1,11 @@
 """The per-request decision, pure: (script, session flags, request) -> what the request gets.
 
 Turn k is due when the request history holds exactly the first k scripted turns, matched by
-tool-call id (text-only turns by their text). It is derived from the history, never from a
+tool-call id (text-only turns by their text), and, where a turn opens a later exchange, the
+follow-up user messages the harness sent before it. It is derived from the history, never from a
 counter, so a retried or re-sent request gets the same turn again, and two concurrent requests
-with the same history get the same turn.
+with the same history get the same turn. A session that branches at turn K holds only the first K
+turns as its script: from there it goes live.
 
     Scripted(turn)   serve the turn
     Forward(reason)  send upstream (with the splice, once the script is used up)
@@ -20,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from proxy.replay.content import text_of
 from proxy.replay.conversation import Conversation, Reply, path_of
 from proxy.replay.difference import Difference, around, first_difference, first_mismatch, render
 from proxy.replay.ids import wire_id
@@ -53,6 +56,7 @@ class Mode(StrEnum):
 class ForwardReason(StrEnum):
     NO_SCRIPT = "no script"
     SCRIPT_DONE = "script used up"
+    BRANCHED = "branch point reached"  # the first K turns of a longer script were served
     DIVERGED = "diverged"
 
 
@@ -70,7 +74,7 @@ class Divergence:
     turn: int  # 1-based number of the turn (the step) the request disagrees at
     reason: str
     difference: Difference
-    kind: str = "history"  # history | observation | request | beyond
+    kind: str = "history"  # history | follow-up | observation | request | beyond
 
     def describe(self) -> str:
         return f"{self.reason}: {self.difference.describe()}"
@@ -138,15 +142,20 @@ def decide(
     live_after_divergence: bool = False,
     rules: Rules = Rules(),
     body: Any = None,
+    branch: int | None = None,
 ) -> Decision:
-    """The decision for a main-lane request (tool-bearing, not a subagent's)."""
+    """The decision for a main-lane request (tool-bearing, not a subagent's). `branch`: the
+    session replays only the first that many turns, then goes live."""
     if script is None:
         return NO_SCRIPT
     if live_after_divergence:
         return LIVE_AFTER_DIVERGENCE
     turns = script.turns
+    done = ForwardReason.SCRIPT_DONE
+    if branch is not None and branch < len(turns):
+        turns, done = turns[:branch], ForwardReason.BRANCHED
     total = len(turns)
-    held, divergence, replies = match_history(conv, turns)
+    held, divergence, replies = match_history(conv, turns, rules.masks)
     seen = observe(conv, script, held, rules.masks) if divergence is None else NOTHING_SEEN
     judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
     if divergence is None and seen.divergence is not None and judged:
@@ -174,13 +183,11 @@ def decide(
         return Diverged(divergence, total, seen)
     if rules.after_script is AfterScript.STOP:
         return Stop(total, seen)
-    return Forward(
-        ForwardReason.SCRIPT_DONE, held, plan_splice(conv, replies, script, held), None, seen
-    )
+    return Forward(done, held, plan_splice(conv, replies, script, held), None, seen)
 
 
 def match_history(
-    conv: Conversation, turns: tuple[Turn, ...]
+    conv: Conversation, turns: tuple[Turn, ...], masks: tuple[re.Pattern[str], ...] = ()
 ) -> tuple[int, Divergence | None, list[Reply]]:
     """How many scripted turns the history holds, the first disagreement if any, and the replies
     with each held turn in one piece (a Responses client may send a turn's calls apart, with
@@ -190,8 +197,16 @@ def match_history(
     r = 0
     for i, turn in enumerate(turns):
         if r >= len(replies):
+            if turn.follow_up and out:  # the due turn opens an exchange: its prompt must match
+                divergence = _follow_up(conv, turn, out[-1], conv.message_count, masks)
+                if divergence is not None:
+                    return i, divergence, out
             break
         reply = replies[r]
+        if turn.follow_up and out:
+            divergence = _follow_up(conv, turn, out[-1], reply.position, masks)
+            if divergence is not None:
+                return i, divergence, [*out, *replies[r:]]
         calls = list(reply.calls)
         while (
             calls  # a turn split between its calls, never a separate message before them
@@ -319,6 +334,39 @@ def _compare(reply: Reply, turn: Turn, api: str) -> Difference | None:
             render(extra.id),
         )
     return None
+
+
+def _follow_up(
+    conv: Conversation, turn: Turn, answer: Reply, before: int, masks: tuple[re.Pattern[str], ...]
+) -> Divergence | None:
+    """The user messages between the previous exchange's answer and `before` must be the recorded
+    follow-up: the harness sends them itself, so they are compared, not spliced."""
+    key = answer.path[0]  # messages | input
+    got = [(pos, text) for pos, text in conv.users.items() if answer.end < pos < before]
+    want = [_prompt(text_of(u.content), masks) for u in turn.follow_up]
+    reason = (
+        f"the follow-up user message before scripted turn {turn.number} is not the recorded one"
+    )
+    if not got:
+        difference = Difference(
+            path_of((key, before)), render(want[0]), "nothing (no user message after the answer)"
+        )
+        return Divergence(turn.number, reason, difference, "follow-up")
+    texts = [_prompt(text, masks) for _, text in got]
+    if len(texts) != len(want):  # a harness may join or split them: compare the whole prompt
+        texts, want, got = [" ".join(texts)], [" ".join(want)], got[:1]
+    for (pos, _), expected, sent in zip(got, want, texts, strict=True):
+        if expected != sent:
+            at = first_mismatch(expected, sent)
+            difference = Difference(
+                path_of((key, pos, "content")), around(expected, at), around(sent, at)
+            )
+            return Divergence(turn.number, reason, difference, "follow-up")
+    return None
+
+
+def _prompt(text: str, masks: tuple[re.Pattern[str], ...]) -> str:
+    return _squash(normalize(text, masks, body=False))
 
 
 def _missing_tool(conv: Conversation, turn: Turn) -> Divergence | None:

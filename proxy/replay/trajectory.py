@@ -1,5 +1,8 @@
 """The one internal model of a saved run: a Trajectory is a task plus a script of Turns.
 
+The script is one or more exchanges: each runs from a user prompt (the task, then each follow-up
+the user typed after an answer) to a text-only final answer.
+
 Every loader produces this, whatever the input format; the engine and the renderers read only this.
 Treat all of it as read-only. Only Trajectory is frozen: a large file makes tens of thousands of
 the parts, and a frozen dataclass takes three times as long to build.
@@ -52,6 +55,10 @@ class Turn:
     tool_calls: tuple[ToolCall, ...]
     users_before: tuple[UserMessage, ...] = ()  # later user messages this turn answered
     recorded: Recorded | None = None  # the exchange that produced it, when from a recording
+    exchange: int = 1  # which exchange of the conversation (user prompt -> final answer) it is in
+    # the user messages that opened this turn's exchange after the previous one's final answer:
+    # the harness sends these itself, so they are compared with the request, never spliced
+    follow_up: tuple[UserMessage, ...] = ()
 
     @property
     def final(self) -> bool:
@@ -86,6 +93,10 @@ class Trajectory:
     def tool_call_count(self) -> int:
         return sum(len(t.tool_calls) for t in self.turns)
 
+    @property
+    def exchanges(self) -> int:
+        return self.turns[-1].exchange if self.turns else 0
+
     def summary(self) -> dict[str, Any]:
         """What `check` prints and the status page shows about the script."""
         return {
@@ -93,9 +104,11 @@ class Trajectory:
             "source": self.source,
             "format": self.format,
             "task": self.task,
+            "exchanges": self.exchanges,
             "turns": [
                 {
                     "turn": t.number,
+                    "exchange": t.exchange,
                     "index": t.index,
                     "text": t.text,
                     "reasoning": t.reasoning is not None,
@@ -104,6 +117,7 @@ class Trajectory:
                     ],
                     "final": t.final,
                     "users_before": [u.index for u in t.users_before],
+                    "follow_up": [u.index for u in t.follow_up],
                 }
                 for t in self.turns
             ],

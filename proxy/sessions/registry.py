@@ -6,6 +6,10 @@ Binding order, first that applies, once per session (it then sticks):
 3. a loaded trajectory whose task (first user message) equals the session's, preferring one no
    other session has taken;
 4. unless --bind-on-task, the first --trajectory no session has taken yet.
+
+A session may branch: replay only the first K turns of its script, then go live. K comes from
+the admin PUT, the request header `x-replay-turns`, or --replay-turns, and is fixed when the
+session binds; a request that asks for another K later is refused, and the state stays.
 """
 
 from __future__ import annotations
@@ -41,16 +45,65 @@ class Binding(NamedTuple):  # not a frozen dataclass: one is made per request, a
         return self.state is not None and self.state.live_reason == "diverged"
 
 
+BRANCH_HEADER = "x-replay-turns"
+
+
+def branch_point(value: str | None, where: str = BRANCH_HEADER) -> int | None:
+    """K of a branch, from a header or a query parameter; None when it is not given."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.isdigit() or len(text) > 9:
+        raise BadRequest(
+            f"{where} must be a whole number of turns (0 or more), not {value[:40]!r}", param=where
+        )
+    return int(text)
+
+
 class Sessions:
-    def __init__(self, store: Store, library: Library, *, bind_on_task: bool) -> None:
+    def __init__(
+        self,
+        store: Store,
+        library: Library,
+        *,
+        bind_on_task: bool,
+        replay_turns: int | None = None,
+        strict: bool = False,
+    ) -> None:
         self.store = store
         self.library = library
         self.bind_on_task = bind_on_task
+        self.replay_turns = replay_turns  # --replay-turns: the branch point of every session
+        self.strict = strict
 
-    async def script_for(self, session: str, conv: Conversation, wanted: str | None) -> Binding:
-        """The session's script, binding one first if it has none."""
+    def check_branch(self, branch: int | None, where: str = BRANCH_HEADER) -> None:
+        if branch is not None and self.strict:
+            raise BadRequest(
+                f"{where}: --mode strict replays a recording and never goes live, so it cannot "
+                "branch; use --mode resume",
+                param=where,
+            )
+
+    async def script_for(
+        self, session: str, conv: Conversation, wanted: str | None, branch: int | None = None
+    ) -> Binding:
+        """The session's script, binding one first if it has none. `branch`: the K the request
+        asks for (x-replay-turns)."""
+        self.check_branch(branch)
         state = await self.store.get(session)
         if state is not None and state.script_digest is not None:
+            if branch is not None and branch != state.replay_turns:
+                bound = (
+                    "replays its whole script"
+                    if state.replay_turns is None
+                    else f"branches at turn {state.replay_turns}"
+                )
+                raise BadRequest(
+                    f"{BRANCH_HEADER}: {branch}, but session {session} {bound}: the branch point "
+                    "is fixed when the session binds (send the header from its first request, or "
+                    "PUT its script again with ?turns=K)",
+                    param=BRANCH_HEADER,
+                )
             trajectory = await self.resolve(state)
             if state.task_match is None and trajectory is not None and trajectory.task is not None:
                 match = _same_task(trajectory.task, conv.task)  # an admin script, first request
@@ -66,6 +119,7 @@ class Sessions:
         if trajectory is None:
             return Binding(None, state)
         task_match = None if trajectory.task is None else _same_task(trajectory.task, conv.task)
+        replay_turns = branch if branch is not None else self.replay_turns
 
         def bind(s: SessionState) -> None:
             if s.script_digest is None:  # a concurrent first request may have bound it already
@@ -75,6 +129,7 @@ class Sessions:
                     source=source,
                     task_match=task_match,
                     turns=len(trajectory.turns),
+                    replay_turns=replay_turns,
                 )
 
         state = await self.store.update(session, bind, now=time.time())
@@ -157,6 +212,7 @@ class Sessions:
                 if decision.reason is not ForwardReason.NO_SCRIPT and s.live_since is None:
                     s.live_since = now
                     s.live_reason = str(decision.reason)
+                    s.live_after_turn = decision.held
                 if decision.divergence is not None:
                     s.live_reason = str(ForwardReason.DIVERGED)  # live for good from here
                     _note_divergence(s, decision.divergence, now)

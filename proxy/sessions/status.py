@@ -26,7 +26,7 @@ def phase(state: SessionState) -> str:
         return "diverged"
     if state.stops:
         return "stopped"
-    return "replaying" if state.turns_served < state.turns_total else "served"
+    return "replaying" if state.turns_served < state.turns_planned else "served"
 
 
 def _with_time(record: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -43,7 +43,7 @@ def report(state: SessionState, trajectory: Trajectory | None) -> dict[str, Any]
         if trajectory is not None:
             calls = [
                 {"turn": t.number, "id": c.id, "name": c.name, "result_returned": c.id in returned}
-                for t in trajectory.turns
+                for t in trajectory.turns[: state.turns_planned]
                 for c in t.tool_calls
             ]
         script = {
@@ -51,6 +51,7 @@ def report(state: SessionState, trajectory: Trajectory | None) -> dict[str, Any]
             "source": state.script_source,
             "task_match": state.task_match,
             "turns_total": state.turns_total,
+            "exchanges": trajectory.exchanges if trajectory is not None else None,
             "tool_calls": len(calls) if trajectory is not None else None,
             "skipped": [{"index": n.index, "reason": n.reason} for n in trajectory.skipped]
             if trajectory
@@ -61,13 +62,15 @@ def report(state: SessionState, trajectory: Trajectory | None) -> dict[str, Any]
         }
     complete = (
         trajectory is not None
-        and state.turns_served == state.turns_total
+        and state.turns_served == state.turns_planned
         and all(c["result_returned"] for c in calls)
     )
     return {
         "session": state.id,
         "phase": phase(state),
         "script": script,
+        "replay_turns": state.replay_turns,
+        "turns_planned": state.turns_planned,
         "turns_served": state.turns_served,
         "scripted_responses": state.scripted_responses,
         "tool_results": {
@@ -85,6 +88,7 @@ def report(state: SessionState, trajectory: Trajectory | None) -> dict[str, Any]
         "stops": state.stops,
         "live_since": iso(state.live_since),
         "live_reason": state.live_reason,
+        "live_after_turn": state.live_after_turn,
         "forwarded": {lane.value: state.forwarded.get(lane.value, 0) for lane in Lane},
         "errors": state.errors,
         "created": iso(state.created),

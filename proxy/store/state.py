@@ -18,11 +18,13 @@ class SessionState:
     script_source: str | None = None  # admin | header | task | unclaimed
     task_match: bool | None = None
     turns_total: int = 0
+    replay_turns: int | None = None  # a branch: only the first K turns are replayed, then live
     # what was served
     turns_served: int = 0  # the highest turn number served
     scripted_responses: int = 0  # scripted answers, counting a turn served again to a retry
     live_since: float | None = None
-    live_reason: str | None = None  # "script used up" | "diverged"
+    live_reason: str | None = None  # "script used up" | "branch point reached" | "diverged"
+    live_after_turn: int | None = None  # the scripted turns the first live request held
     divergence: dict[str, Any] | None = None  # the first divergence
     divergences: int = 0
     forwarded: dict[str, int] = field(default_factory=dict)  # lane -> requests sent upstream
@@ -48,10 +50,12 @@ class SessionState:
         new.script_source = self.script_source
         new.task_match = self.task_match
         new.turns_total = self.turns_total
+        new.replay_turns = self.replay_turns
         new.turns_served = self.turns_served
         new.scripted_responses = self.scripted_responses
         new.live_since = self.live_since
         new.live_reason = self.live_reason
+        new.live_after_turn = self.live_after_turn
         new.divergence = self.divergence
         new.divergences = self.divergences
         new.forwarded = dict(self.forwarded)
@@ -72,16 +76,32 @@ class SessionState:
         return cls(**data)
 
     def bind(
-        self, *, name: str, digest: str, source: str, task_match: bool | None, turns: int
+        self,
+        *,
+        name: str,
+        digest: str,
+        source: str,
+        task_match: bool | None,
+        turns: int,
+        replay_turns: int | None,
     ) -> None:
         self.script_name = name
         self.script_digest = digest
         self.script_source = source
         self.task_match = task_match
         self.turns_total = turns
+        self.replay_turns = replay_turns
         self.live_since = None
         self.live_reason = None
+        self.live_after_turn = None
         self.divergence = None
+
+    @property
+    def turns_planned(self) -> int:
+        """The turns this session replays: all of its script, or the first K of a branch."""
+        if self.replay_turns is None:
+            return self.turns_total
+        return min(self.replay_turns, self.turns_total)
 
 
 Change = Callable[[SessionState], None]

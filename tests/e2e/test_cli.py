@@ -54,7 +54,7 @@ def test_check_describes_a_trajectory() -> None:
     result = run("check", str(TRAJ))
     assert result.returncode == 0
     out = result.stdout
-    assert "chat, 3 turns, 3 tool calls" in out
+    assert "chat, 3 turns in 1 exchange, 3 tool calls" in out
     assert "turn 1 (message 2): 1 tool call(s), reasoning" in out
     assert "user message 6 comes before turn 3 (spliced live)" in out
     assert "bash [call_greet_3]" in out
@@ -68,18 +68,29 @@ def test_check_json_and_reports_every_skip(tmp_path: Path) -> None:
                 {"role": "user", "content": "task"},
                 {"role": "assistant", "content": ""},
                 {"role": "assistant", "content": "done"},
-                {"role": "user", "content": "ignored"},
+                {"role": "assistant", "content": "and more"},
+                {"role": "user", "content": "again?"},
+                {"role": "assistant", "content": "done again"},
+                {"role": "user", "content": "thanks"},
             ]
         )
     )
     text = run("check", str(path))
-    assert "skipped message 1: empty assistant message" in text.stdout
+    out = text.stdout
+    assert "chat, 2 turns in 2 exchanges, 0 tool calls" in out
+    assert "skipped message 1: empty assistant message" in out
     assert (
-        "dropped message 3: user message after the final text-only turn (message 2)" in text.stdout
+        "dropped message 3: assistant message right after the text-only turn (message 2) with no "
+        "user message between" in out
     )
+    assert "user message 4 opens exchange 2 (the harness sends it; compared, not spliced)" in out
+    assert "skipped message 6: a follow-up after the last answer, with no recorded answer" in out
     described = json.loads(run("check", "--json", str(path)).stdout)
+    assert described[0]["exchanges"] == 2
+    assert [t["exchange"] for t in described[0]["turns"]] == [1, 2]
+    assert described[0]["turns"][1]["follow_up"] == [4]
     assert described[0]["turns"][0]["final"] is True
-    assert described[0]["skipped"] == [{"index": 1, "reason": "empty assistant message"}]
+    assert described[0]["skipped"][0] == {"index": 1, "reason": "empty assistant message"}
 
 
 def test_check_exits_1_with_file_and_index_on_a_bad_file(tmp_path: Path) -> None:

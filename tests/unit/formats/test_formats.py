@@ -78,17 +78,46 @@ def test_jsonl_one_message_per_line(tmp_path: Path) -> None:
     assert len(t.turns) == 3
 
 
-def test_text_only_turn_ends_the_script_and_the_rest_is_dropped() -> None:
+def test_a_user_message_after_a_text_only_turn_opens_the_next_exchange() -> None:
     t = load(
         [
             *BASIC,
             {"role": "user", "content": "more"},
             {"role": "assistant", "tool_calls": [call("c9")]},
+            {"role": "tool", "tool_call_id": "c9", "content": "out9"},
+            {"role": "assistant", "content": "Done again."},
         ]
     )
-    assert len(t.turns) == 3
-    assert [n.index for n in t.dropped] == [8, 9]
-    assert "after the final text-only turn" in t.dropped[0].reason
+    assert [turn.exchange for turn in t.turns] == [1, 1, 1, 2, 2]
+    assert t.exchanges == 2 and not t.dropped
+    fourth = t.turns[3]
+    assert [u.index for u in fourth.follow_up] == [8] and not fourth.users_before
+    assert t.tool_outputs["c9"] == "out9"
+
+
+def test_an_assistant_message_right_after_a_text_only_turn_is_dropped() -> None:
+    t = load(
+        [
+            *BASIC,
+            {"role": "assistant", "content": "And another thing."},
+            {"role": "assistant", "tool_calls": [call("c9")]},
+            {"role": "tool", "tool_call_id": "c9", "content": "out9"},
+            {"role": "user", "content": "more"},
+            {"role": "assistant", "content": "Sure."},
+        ]
+    )
+    assert len(t.turns) == 4 and t.turns[3].text == "Sure." and t.turns[3].exchange == 2
+    assert [n.index for n in t.dropped] == [8, 9, 10]
+    assert "right after the text-only turn (message 7) with no user message between" in (
+        t.dropped[0].reason
+    )
+
+
+def test_a_follow_up_with_no_answer_is_reported_not_spliced() -> None:
+    t = load([*BASIC, {"role": "user", "content": "thanks"}])
+    assert len(t.turns) == 3 and not t.trailing_users
+    assert [n.index for n in t.skipped] == [8]
+    assert "follow-up after the last answer, with no recorded answer" in t.skipped[0].reason
 
 
 def test_empty_assistant_messages_are_skipped_and_reported() -> None:
