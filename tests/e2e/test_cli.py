@@ -129,6 +129,10 @@ def test_serve_reports_bad_files_and_flags_before_binding(tmp_path: Path) -> Non
         env={"ALL_PROXY": "socks5://user:pw@127.0.0.1:1080", "NO_PROXY": ""},
     )  # fmt: skip
     assert socks.returncode == 2 and "socks5://" in socks.stderr and "pw" not in socks.stderr
+    negative = run("serve", "--replay-turns", "-1", "--port", "0")
+    assert negative.returncode == 2 and "--replay-turns" in negative.stderr
+    strict = run("serve", "--replay-turns", "3", "--mode", "strict", "--port", "0")
+    assert strict.returncode == 2 and "--replay-turns needs --mode resume" in strict.stderr
 
 
 def test_serve_help_lists_the_limits_and_timeouts_as_flags() -> None:
