@@ -244,6 +244,7 @@ def test_the_branch_point_from_the_flag_and_the_admin_api(
         with pytest.raises(openai.BadRequestError) as conflict:
             agent_step(other, start_messages(), stream=False)
         kept = status(url, "by_admin")
+        page = httpx.get(f"{root}/replay/ui").text
         with pytest.raises(openai.BadRequestError) as nonsense:
             agent_step(client(url, **{"x-replay-turns": "-1"}), start_messages(), stream=False)
     assert sources(flag) == ["scripted", "scripted", "upstream"]
@@ -253,6 +254,8 @@ def test_the_branch_point_from_the_flag_and_the_admin_api(
     assert conflict.value.body["param"] == "x-replay-turns"  # type: ignore[index]
     assert "session by_admin branches at turn 4" in conflict.value.message
     assert kept["replay_turns"] == 4 and kept["turns_served"] == 4 and kept["errors"] == 0
+    assert "4/4 turns · 4 scripted answers · branch at turn 4 of 5 · live after turn 4" in page
+    assert "2/2 turns · 2 scripted answers · branch at turn 2 of 5 · live after turn 2" in page
     assert "must be a whole number of turns" in nonsense.value.message
 
 
