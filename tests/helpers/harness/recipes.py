@@ -1,6 +1,7 @@
 """How each harness is configured and run against a base URL, and how its run ends.
 
-Every run gets a fresh git repository and its own HOME, XDG and TMPDIR under the test's folder;
+Every run gets a fresh git repository and its own HOME, XDG and TMPDIR under the test's folder
+(or, with `again=True`, those of an earlier run in the same folder, to continue its session);
 the environment is built from scratch (PATH and LANG only), with each harness's switches against
 calls to anything but loopback (docs/harnesses/). stdin is /dev/null: opencode waits for EOF otherwise.
 """
@@ -14,7 +15,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,8 +139,11 @@ def _environment(folder: Path) -> dict[str, str]:
 
 
 def command(
-    recipe: Recipe, base_v1: str, folder: Path, task: str
+    recipe: Recipe, base_v1: str, folder: Path, task: str, extra_args: Sequence[str] = ()
 ) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of one run; `extra_args` go before the task (opencode only)."""
+    if extra_args and recipe.name != "opencode":
+        raise ValueError(f"extra_args are only supported for opencode, not {recipe.name}")
     root = base_v1.removesuffix("/v1")
     env = _environment(folder)
     env.update(recipe.env)
@@ -173,7 +177,7 @@ def command(
             OPENCODE_DISABLE_TERMINAL_TITLE="1",
             npm_config_offline="true",  # else it installs @opencode-ai/plugin from npm in the background
         )
-        return [exe, "run", task], env
+        return [exe, "run", *extra_args, task], env
     if recipe.name == "mini":
         env.update(
             MSWEA_CONFIGURED="true",
@@ -193,7 +197,7 @@ def command(
         return [exe, str(HERE / "agents_task.py")], env
     if recipe.name == "codex":
         home = folder / "codex-home"
-        home.mkdir()
+        home.mkdir(exist_ok=True)
         (home / "config.toml").write_text(
             "\n".join(
                 [
@@ -244,12 +248,33 @@ def command(
     raise KeyError(recipe.name)
 
 
-def run(recipe: Recipe, base_v1: str, folder: Path, task: str) -> Run:
-    """Run the harness to its end, with a hard timeout; its output is kept in folder/logs."""
+def run(
+    recipe: Recipe,
+    base_v1: str,
+    folder: Path,
+    task: str,
+    *,
+    extra_args: Sequence[str] = (),
+    again: bool = False,
+) -> Run:
+    """Run the harness to its end, with a hard timeout; its output is kept in folder/logs.
+
+    again=True runs it once more in the folder of an earlier run: the same repo, HOME and XDG
+    folders (so `opencode run --continue` finds the session), with the output in folder/logs-2,
+    folder/logs-3, ...
+    """
     repo = folder / "repo"
-    make_repo(repo)
-    argv, env = command(recipe, base_v1, folder, task)
+    if again:
+        if not repo.is_dir():
+            raise FileNotFoundError(f"again=True needs an earlier run in {folder}")
+    else:
+        make_repo(repo)
+    argv, env = command(recipe, base_v1, folder, task, extra_args)
     logs = folder / "logs"
+    n = 1
+    while again and logs.exists():
+        n += 1
+        logs = folder / f"logs-{n}"
     logs.mkdir()
     started = time.monotonic()
     with (logs / "stdout.log").open("w") as out, (logs / "stderr.log").open("w") as err:
