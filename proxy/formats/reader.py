@@ -1,0 +1,49 @@
+"""The contract of a harness-log format: tell its shape apart, and turn it into chat messages.
+
+A Reader reads either one JSON document (`lines=False`: the parsed value) or a JSONL file
+(`lines=True`: a list of (line index, parsed value), blank lines left out). `miss` says cheaply
+whether a file is of its format, looking only at what tells the format apart; when it is not, it
+says why, with where (a line or a JSON path), and how close the file came, so that an unknown file
+gets one error naming the closest format. `convert` turns the file into one or more conversations
+of OpenAI chat messages (the canonical form), each message remembering where it came from; what
+it leaves out of the main script (subagent sidechains, summaries, snapshots) is reported as
+notes. The chat loader then applies the script rules, the same for every format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.replay.trajectory import Note
+
+Lines = list[tuple[int, Any]]  # (0-based line index, parsed value) of a JSONL file
+
+
+@dataclass(slots=True)
+class Converted:
+    """One conversation read from a harness's log."""
+
+    messages: list[dict[str, Any]]  # OpenAI chat messages
+    indexes: list[int]  # per message: the line (JSONL) or item index it came from
+    left_out: list[Note] = field(default_factory=list)  # not in the main script, and why
+    label: str | None = None  # for a file of several trajectories: this one's (e.g. its line)
+    system: str | None = None  # a system prompt kept beside the messages, if the log has one
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """Why a file is not of a format, and how close it came (the count of the format's marks it
+    has: 0 for none). The closest format's reason is the one an unknown file's error leads with."""
+
+    reason: str
+    closeness: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Reader:
+    name: str  # as `check` and `convert` report it, e.g. "claude-code"
+    lines: bool  # True: JSONL; False: one JSON document
+    miss: Callable[[Any], Miss | None]  # None: the file is of this format
+    convert: Callable[[Any, str], list[Converted]]  # (doc or lines, source); raises LoadError
