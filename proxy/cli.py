@@ -1,4 +1,4 @@
-"""The command line: `replay-proxy serve | check | diff | health`.
+"""The command line: `replay-proxy serve | check | convert | diff | health`.
 
 Only the parser and the dispatch live here, with nothing heavy imported at the top: `health` runs
 as a container's probe every few seconds and must not load the server to ask /healthz. `serve` is
@@ -161,6 +161,18 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="describe what trajectory files will replay")
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
     check.add_argument("--json", action="store_true", help="print the description as JSON")
+    convert = commands.add_parser(
+        "convert", help="write trajectory files (any format, harness logs too) as chat JSON"
+    )
+    convert.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    convert.add_argument(
+        "-o",
+        "--out",
+        type=Path,
+        required=True,
+        metavar="OUT",
+        help="a folder, one NAME.json per trajectory; or a .json file for a single trajectory",
+    )
     _health_arguments(
         commands.add_parser(
             "health", help="exit 0 when the proxy on this host answers /healthz (a HEALTHCHECK)"
@@ -191,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.pop("command")
     if command == "check":
         return check(args["files"], as_json=args["json"])
+    if command == "convert":
+        return convert(args["files"], args["out"])
     if command == "diff":
         return compare(args["a"], args["b"], args["mask"])
     if command == "health":
@@ -204,23 +218,58 @@ def check(files: Sequence[Path], *, as_json: bool = False) -> int:
     import orjson
 
     from proxy.errors import LoadError
-    from proxy.formats import load_file
+    from proxy.formats import load_all
 
     failed = False
     described: list[dict[str, Any]] = []
     for path in files:
         try:
-            trajectory = load_file(path)
+            found = load_all(path)
         except LoadError as exc:
             print(str(exc), file=sys.stderr)
             failed = True
+            if as_json:
+                described.append({"source": str(path), "error": exc.reason, "index": exc.index})
             continue
-        if as_json:
-            described.append(trajectory.summary())
-        else:
-            print(describe(trajectory))
+        for trajectory in found:
+            if as_json:
+                described.append(trajectory.summary())
+            else:
+                print(describe(trajectory))
     if as_json:
         sys.stdout.write(orjson.dumps(described, option=orjson.OPT_INDENT_2).decode() + "\n")
+    return EXIT_BAD_FILE if failed else 0
+
+
+def convert(files: Sequence[Path], out: Path) -> int:
+    from proxy.errors import LoadError
+    from proxy.formats import load_all
+    from proxy.formats.convert import report, write
+
+    loaded: list[Trajectory] = []
+    failed = False
+    for path in files:
+        try:
+            loaded += load_all(path)
+        except LoadError as exc:
+            print(str(exc), file=sys.stderr)
+            failed = True
+    single = out.suffix == ".json" and not out.is_dir()
+    if single and len(loaded) > 1:
+        print(
+            f"replay-proxy: {out}: {len(loaded)} trajectories to write: give a folder",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    names: set[str] = set()
+    for t in loaded:
+        target = out if single else out / f"{t.name}.json"
+        if t.name in names:
+            print(f"replay-proxy: two trajectories are named {t.name!r}", file=sys.stderr)
+            return EXIT_USAGE
+        names.add(t.name)
+        write(t, target)
+        print("\n".join(report(t, target)))
     return EXIT_BAD_FILE if failed else 0
 
 

@@ -10,17 +10,24 @@ Formats, told apart by their shape (sniffing), not by the file name:
 - "responses":       OpenAI Responses API input items, a bare list or {"input": [...], "instructions"}
 - "anthropic":       Anthropic Messages API messages (tool_use / tool_result blocks), a bare list or
                      {"messages": [...], "system": ...}
-- "recording":       what --record-dir writes: one exchange per line (see loaders/recording.py);
-                     a half-written last line (a crash mid-write) is skipped with a warning
+- "recording":       what --record-dir writes: one exchange per line (see formats/recording.py)
 
-Every error is a LoadError naming the file and the message index.
+- the harnesses' own logs, each a Reader (formats/reader.py) in its own module, tried before the
+  generic shapes above: a file of several trajectories (NeMo-Gym rollouts) gives one per line.
+
+A directory is read as an event store (OpenHands SDK): its `events/*.json` (or `*.json`) files in
+name order, as one JSON list. A JSONL file cut off mid-line loads what is complete, with a warning.
+Every error is a LoadError naming the file and the message index; a file of no known shape gets one
+error naming every format tried and why the closest one did not fit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,42 +37,120 @@ from proxy.errors import LoadError
 from proxy.formats.anthropic import MARKERS as ANTHROPIC_ONLY
 from proxy.formats.anthropic import looks_like_anthropic, messages_to_chat
 from proxy.formats.chat import trajectory_from_messages
+from proxy.formats.reader import Converted, Lines, Miss, Reader
 from proxy.formats.recording import is_recording, trajectory_from_recording
 from proxy.formats.responses import RESPONSES_ONLY, items_to_chat
 from proxy.replay.trajectory import Note, Trajectory
 
 log = logging.getLogger("proxy.formats")
 
-__all__ = ["LoadError", "load_bytes", "load_file"]
+__all__ = ["LoadError", "load_all", "load_bytes", "load_file", "read_with"]
+
+# the harnesses' own logs: tried in this order, before the generic shapes
+READERS: tuple[Reader, ...] = ()
 
 
 def load_file(path: Path, *, name: str | None = None) -> Trajectory:
+    """The one trajectory in a file (a file of several is an error saying so)."""
+    return _one(load_all(path, name=name), str(path))
+
+
+def load_all(path: Path, *, name: str | None = None) -> list[Trajectory]:
+    """Every trajectory in a file, or in an event-store directory."""
+    if path.is_dir():
+        doc, data = _directory(path)
+        return _guarded(
+            lambda: _from_document(
+                doc, name=name or path.name, source=str(path), digest=_digest(data)
+            )
+        )
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise LoadError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
-    return load_bytes(data, name=name or trajectory_name(path), source=str(path))
+    return load_many(data, name=name or trajectory_name(path), source=str(path))
 
 
 def trajectory_name(path: Path) -> str:
-    """NAME for NAME.json / NAME.jsonl."""
-    return path.name.removesuffix(".jsonl").removesuffix(".json")
+    """NAME for NAME.json / NAME.jsonl / NAME.traj / NAME.traj.json."""
+    for suffix in (".jsonl", ".json", ".traj"):
+        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+            return trajectory_name(Path(path.name.removesuffix(suffix)))
+    return path.name
 
 
 def load_bytes(data: bytes, *, name: str, source: str) -> Trajectory:
+    return _one(load_many(data, name=name, source=source), source)
+
+
+def load_many(data: bytes, *, name: str, source: str) -> list[Trajectory]:
+    return _guarded(lambda: _load(data, name=name, source=source))
+
+
+def read_with(reader: Reader, data: bytes, *, name: str, source: str) -> list[Trajectory]:
+    """The trajectories in `data` as one format reads them (tests, and `convert`)."""
+
+    def read() -> list[Trajectory]:
+        digest = _digest(data)
+        if reader.lines:
+            items, notes = _lines(data, source)
+            return _converted(reader, reader.convert(items, source), name, source, digest, notes)
+        doc = orjson.loads(data)
+        return _converted(reader, reader.convert(doc, source), name, source, digest, [])
+
+    return _guarded(read)
+
+
+def _guarded(load: Callable[[], list[Trajectory]]) -> list[Trajectory]:
     # A large file allocates a few hundred thousand objects that all stay alive: the cyclic
     # collector would walk them again and again for nothing (a third of the load time at 10 MB).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _load(data, name=name, source=source)
+        return load()
     finally:
         if collecting:
             gc.enable()
 
 
-def _load(data: bytes, *, name: str, source: str) -> Trajectory:
-    digest = hashlib.sha256(data).hexdigest()
+def _one(found: list[Trajectory], source: str) -> Trajectory:
+    if len(found) != 1:
+        raise LoadError(
+            source,
+            None,
+            f"holds {len(found)} trajectories ({', '.join(t.name for t in found[:3])}, ...), "
+            "where one is expected: pass it with --trajectory or --trajectory-dir (each is "
+            "loaded by its own name), or split it with `replay-proxy convert`",
+        )
+    return found[0]
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _directory(path: Path) -> tuple[list[Any], bytes]:
+    """An event store: one JSON event per file, in file-name order (event-00000-..., ...)."""
+    folder = path / "events" if (path / "events").is_dir() else path
+    files = sorted(p for p in folder.iterdir() if p.suffix == ".json" and p.is_file())
+    if not files:
+        raise LoadError(str(path), None, f"a directory, but {folder} holds no .json event files")
+    doc: list[Any] = []
+    chunks: list[bytes] = []
+    for position, file in enumerate(files):
+        try:
+            data = file.read_bytes()
+            doc.append(orjson.loads(data))
+        except OSError as exc:
+            raise LoadError(str(path), position, f"{file.name}: cannot read: {exc}") from None
+        except orjson.JSONDecodeError as exc:
+            raise LoadError(str(path), position, f"{file.name} is not valid JSON: {exc}") from None
+        chunks.append(data)
+    return doc, b"\n".join(chunks)
+
+
+def _load(data: bytes, *, name: str, source: str) -> list[Trajectory]:
+    digest = _digest(data)
     if not data.strip():
         raise LoadError(source, None, "the file is empty")
     try:
@@ -73,11 +158,79 @@ def _load(data: bytes, *, name: str, source: str) -> Trajectory:
     except orjson.JSONDecodeError as whole_error:
         return _from_lines(data, name=name, source=source, digest=digest, whole_error=whole_error)
     if is_recording(doc):  # a recording of a single exchange
-        return trajectory_from_recording([(0, doc)], name=name, source=source, digest=digest)
+        return [trajectory_from_recording([(0, doc)], name=name, source=source, digest=digest)]
     return _from_document(doc, name=name, source=source, digest=digest)
 
 
-def _from_document(doc: Any, *, name: str, source: str, digest: str) -> Trajectory:
+def _converted(
+    reader: Reader,
+    conversations: list[Converted],
+    name: str,
+    source: str,
+    digest: str,
+    notes: list[Note],
+) -> list[Trajectory]:
+    out = []
+    for c in conversations:
+        messages, indexes = c.messages, c.indexes
+        if c.system is not None and not any(m.get("role") == "system" for m in messages[:1]):
+            messages, indexes = [{"role": "system", "content": c.system}, *messages], [-1, *indexes]
+        t = trajectory_from_messages(
+            messages,
+            name=name if c.label is None else f"{name}.{c.label}",
+            source=source,
+            fmt=reader.name,
+            digest=digest if c.label is None else _digest(f"{digest}:{c.label}".encode()),
+            indexes=indexes,
+        )
+        out.append(dataclasses.replace(t, skipped=(*notes, *c.left_out, *t.skipped)))
+    if not out:
+        raise LoadError(source, None, f"a {reader.name} file, but it holds no conversation")
+    return out
+
+
+def _from_document(doc: Any, *, name: str, source: str, digest: str) -> list[Trajectory]:
+    misses: list[tuple[str, Miss]] = []
+    for reader in READERS:
+        if reader.lines:
+            continue
+        miss = reader.miss(doc)
+        if miss is None:
+            return _converted(reader, reader.convert(doc, source), name, source, digest, [])
+        misses.append((reader.name, miss))
+    try:
+        return [_generic_document(doc, name=name, source=source, digest=digest)]
+    except LoadError as exc:
+        raise _unrecognised(exc, misses) from None
+
+
+def _unrecognised(exc: LoadError, misses: list[tuple[str, Miss]]) -> LoadError:
+    """The generic shapes' error stands for a file that looked like one of them (it failed past
+    its start) and like no harness log; otherwise one error names every format tried, the
+    closest first."""
+    closest = max(misses, key=lambda m: m[1].closeness, default=None)
+    near = closest is not None and closest[1].closeness > 0
+    if not near and exc.index not in (None, 0):
+        return exc
+    generic = "chat, Responses or Anthropic messages: " + (
+        "not a list of messages or an object holding one" if exc.reason == _UNRECOGNISED else
+        f"{'message ' + str(exc.index) + ' ' if exc.index is not None else ''}{exc.reason}"
+    )  # fmt: skip
+    tried = [f"{n}: {m.reason}" for n, m in misses if not (near and (n, m) == closest)]
+    if near:
+        assert closest is not None
+        lead = f"closest is {closest[0]}, which does not fit: {closest[1].reason}"
+        tried.insert(0, generic)
+    else:
+        lead = generic
+    also = f". Also tried {'; '.join(tried)}" if tried else ""
+    return LoadError(
+        exc.source, None, f"not a trajectory in a format this proxy reads; {lead}{also}"
+    )
+
+
+def _generic_document(doc: Any, *, name: str, source: str, digest: str) -> Trajectory:
+    """The generic shapes: chat, Responses or Anthropic messages, bare or in an object."""
     if isinstance(doc, list):
         return _from_list(doc, name=name, source=source, digest=digest, fmt="chat")
     if isinstance(doc, dict):
@@ -128,9 +281,36 @@ def _response_message(response: Any, source: str, index: int) -> Any:
 
 def _from_lines(
     data: bytes, *, name: str, source: str, digest: str, whole_error: orjson.JSONDecodeError
-) -> Trajectory:
+) -> list[Trajectory]:
+    items, notes = _lines(data, source, whole_error)
+    if is_recording(items[0][1]):
+        return [
+            trajectory_from_recording(items, name=name, source=source, digest=digest, notes=notes)
+        ]
+    misses: list[tuple[str, Miss]] = []
+    for reader in READERS:
+        if not reader.lines:
+            continue
+        miss = reader.miss(items)
+        if miss is None:
+            return _converted(reader, reader.convert(items, source), name, source, digest, notes)
+        misses.append((reader.name, miss))
+    values = [value for _, value in items]
+    try:
+        t = _from_list(values, name=name, source=source, digest=digest, fmt="jsonl")
+    except LoadError as exc:
+        raise _unrecognised(exc, misses) from None
+    return [dataclasses.replace(t, skipped=(*notes, *t.skipped))] if notes else [t]
+
+
+def _lines(
+    data: bytes, source: str, whole_error: orjson.JSONDecodeError | None = None
+) -> tuple[Lines, list[Note]]:
+    """The JSON values of a JSONL file's lines. A last line cut off mid-write (a harness or the
+    recorder stopped: no newline ends the file) is left out with a warning; any other bad line is an
+    error."""
     raw = data.splitlines()
-    items: list[tuple[int, Any]] = []  # (line index, value)
+    items: Lines = []
     notes: list[Note] = []
     for number, line in enumerate(raw):
         if not line.strip():
@@ -139,25 +319,19 @@ def _from_lines(
             items.append((number, orjson.loads(line)))
         except orjson.JSONDecodeError as exc:
             if not items:  # not JSONL either: report it as the JSON file it claims to be
-                raise LoadError(source, None, f"not valid JSON: {whole_error}") from None
-            last = not any(rest.strip() for rest in raw[number + 1 :])
-            if last and is_recording(items[0][1]):
-                reason = (
-                    f"line {number + 1} is half-written (the recorder stopped mid-line); ignored"
-                )
-                log.warning("%s: %s", source, reason)
-                notes.append(Note(number, reason))
-                continue
-            raise LoadError(
-                source, len(items), f"line {number + 1} is not valid JSON: {exc}"
-            ) from None
-    if is_recording(items[0][1]):
-        return trajectory_from_recording(
-            items, name=name, source=source, digest=digest, notes=notes
-        )
-    return _from_list(
-        [value for _, value in items], name=name, source=source, digest=digest, fmt="jsonl"
-    )
+                raise LoadError(source, None, f"not valid JSON: {whole_error or exc}") from None
+            if data.endswith((b"\n", b"\r")) or any(rest.strip() for rest in raw[number + 1 :]):
+                raise LoadError(
+                    source, number, f"line {number + 1} is not valid JSON: {exc}"
+                ) from None
+            reason = (
+                f"line {number + 1} is cut off (the file ends mid-line); loaded what is complete"
+            )
+            log.warning("%s: %s", source, reason)
+            notes.append(Note(number, reason))
+    if not items:
+        raise LoadError(source, None, "the file is empty")
+    return items, notes
 
 
 def dialect(items: list[Any]) -> str:

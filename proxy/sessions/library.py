@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from proxy.errors import LoadError
-from proxy.formats import load_bytes, load_file, trajectory_name
+from proxy.formats import load_all, load_bytes, load_file, trajectory_name
 from proxy.names import file_in, is_valid_name
 from proxy.replay.trajectory import Trajectory
 
-SUFFIXES = (".json", ".jsonl")
+SUFFIXES = (".json", ".jsonl", ".traj")
 _ADMIN_CACHE = 256
 
 
@@ -61,17 +61,19 @@ class Library:
         names: dict[str, Path] = {}
         for path, into in paths:
             try:
-                trajectory = load_file(path)
+                found = load_all(path)  # a file of rollouts holds several, named NAME.LINE
             except LoadError as exc:
                 errors.append(exc)
                 continue
-            if trajectory.name in names:
-                errors.append(
-                    f"{path}: a trajectory named {trajectory.name!r} is also in {names[trajectory.name]}"
-                )
-                continue
-            names[trajectory.name] = path
-            into.append(trajectory)
+            for trajectory in found:
+                if trajectory.name in names:
+                    errors.append(
+                        f"{path}: a trajectory named {trajectory.name!r} is also in "
+                        f"{names[trajectory.name]}"
+                    )
+                    continue
+                names[trajectory.name] = path
+                into.append(trajectory)
         if errors:
             raise LibraryError(errors)
         return cls(loaded, folder, in_folder)

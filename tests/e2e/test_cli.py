@@ -204,3 +204,44 @@ def test_health_answers_without_loading_the_server() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert result.stdout.strip() == "1 []", result.stdout + result.stderr
+
+
+def test_convert_writes_chat_json_and_says_what_it_left_out(tmp_path: Path) -> None:
+    source = tmp_path / "talk.json"
+    source.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "task"},
+                {"role": "assistant", "content": "done"},
+                {"role": "assistant", "content": "and more"},
+                {"role": "user", "content": "again?"},
+                {"role": "assistant", "content": "done again"},
+            ]
+        )
+    )
+    out = tmp_path / "out"
+    result = run("convert", str(source), str(TRAJ), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert f"{source} (chat) -> {out}/talk.json: 2 turns in 2 exchanges, 0 tool calls" in (
+        result.stdout
+    )
+    assert "  left out 2: assistant message right after the text-only turn" in result.stdout
+    assert (out / "greeting.json").is_file()
+    written = json.loads((out / "talk.json").read_text())
+    assert [m["role"] for m in written] == ["user", "assistant", "user", "assistant"]
+    assert json.loads(run("check", "--json", str(out / "talk.json")).stdout)[0]["exchanges"] == 2
+    one = run("convert", str(source), "-o", str(tmp_path / "one.json"))
+    assert one.returncode == 0 and (tmp_path / "one.json").is_file()
+    two = run("convert", str(source), str(TRAJ), "-o", str(tmp_path / "two.json"))
+    assert two.returncode == 2 and "2 trajectories to write: give a folder" in two.stderr
+
+
+def test_check_json_reports_a_refused_file_with_its_reason(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"foo": 1}))
+    result = run("check", "--json", str(TRAJ), str(bad))
+    assert result.returncode == 1
+    good, refused = json.loads(result.stdout)
+    assert good["format"] == "chat"
+    assert refused["source"] == str(bad) and refused["index"] is None
+    assert refused["error"].startswith("not a trajectory in a format this proxy reads")

@@ -331,7 +331,7 @@ def test_the_recording_of_a_killed_proxy_loads(
         f.write(b'{"type": "exchange", "v": 1, "session": "ses_kill", "lane": "ma')
     t = load_file(path)
     assert len(t.turns) == 1
-    assert any("half-written" in note.reason for note in t.skipped)
+    assert any("cut off (the file ends mid-line)" in note.reason for note in t.skipped)
 
 
 def test_diff_reports_the_first_divergence_per_lane(

@@ -237,8 +237,6 @@ def test_recorded_ids_are_kept_exactly() -> None:
     ("messages", "index", "fragment"),
     [
         ([{"role": "user", "content": "t"}, "not a message"], 1, "not a JSON object"),
-        ([{"content": "no role"}], 0, "no role"),
-        ([{"role": "user", "content": 5}], 0, "content must be"),
         (
             [
                 {"role": "user", "content": "t"},
@@ -278,11 +276,28 @@ def test_errors_name_the_file_and_message_index(messages: list, index: int, frag
     assert fragment in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("messages", "fragment"),
+    [
+        ([{"content": "no role"}], "message 0 message has no role"),
+        ([{"role": "user", "content": 5}], "message 0 content must be"),
+        ({"foo": 1}, "not a list of messages or an object holding one"),
+    ],
+)
+def test_a_file_wrong_from_its_start_is_in_no_known_format(messages: object, fragment: str) -> None:
+    with pytest.raises(LoadError) as caught:
+        load(messages, name="bad")
+    assert caught.value.index is None
+    assert str(caught.value).startswith(
+        "bad.json: not a trajectory in a format this proxy reads; chat, Responses or Anthropic "
+        "messages: "
+    )
+    assert fragment in str(caught.value)
+
+
 def test_broken_json_and_unknown_shapes_are_load_errors(tmp_path: Path) -> None:
     with pytest.raises(LoadError, match="not valid JSON"):
         load_bytes(b'[{"role": "user",', name="x", source="x.json")
-    with pytest.raises(LoadError, match="unrecognised trajectory format"):
-        load_bytes(b'{"foo": 1}', name="x", source="x.json")
     with pytest.raises(LoadError, match="empty"):
         load_bytes(b"  \n", name="x", source="x.json")
     with pytest.raises(LoadError, match="cannot read"):
