@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 
 from proxy.errors import LoadError
+from proxy.formats import opencode, openhands
 from proxy.formats.anthropic import MARKERS as ANTHROPIC_ONLY
 from proxy.formats.anthropic import looks_like_anthropic, messages_to_chat
 from proxy.formats.chat import trajectory_from_messages
@@ -47,7 +48,7 @@ log = logging.getLogger("proxy.formats")
 __all__ = ["LoadError", "load_all", "load_bytes", "load_file", "read_with"]
 
 # the harnesses' own logs: tried in this order, before the generic shapes
-READERS: tuple[Reader, ...] = ()
+READERS: tuple[Reader, ...] = (opencode.READER, openhands.READER)
 
 
 def load_file(path: Path, *, name: str | None = None) -> Trajectory:

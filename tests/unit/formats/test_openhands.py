@@ -1,0 +1,208 @@
+"""OpenHands event lists: the SDK's event store and a V0 trajectory, from real files (fixtures
+README)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from proxy.errors import LoadError
+from proxy.formats import read_with
+from proxy.formats.openhands import READER
+from proxy.replay.content import text_of
+from proxy.replay.trajectory import Trajectory
+from tests.conftest import ROOT
+
+LOGS = ROOT / "tests/fixtures/logs"
+HERE = LOGS / "openhands"
+CONVERSATION = HERE / "sdk-conversation"
+
+
+def sdk_events() -> list[Any]:
+    """The event store as the loader hands it over: the event files in name order."""
+    files = sorted((CONVERSATION / "events").glob("event-*.json"))
+    return [json.loads(p.read_text()) for p in files]
+
+
+def v0(name: str) -> Any:
+    return json.loads((HERE / f"v0-{name}.json").read_text())
+
+
+def read(document: Any, name: str = "run") -> Trajectory:
+    [t] = read_with(READER, json.dumps(document).encode(), name=name, source=f"{name}.json")
+    return t
+
+
+def test_event_files_sort_by_name_in_event_order() -> None:
+    names = sorted(p.name for p in (CONVERSATION / "events").glob("event-*.json"))
+    assert [int(n.split("-")[1]) for n in names] == list(range(16))
+
+
+def test_sdk_conversation_with_parallel_calls_reasoning_an_error_and_a_follow_up() -> None:
+    t = read(sdk_events())
+    assert t.format == "openhands"
+    assert t.task == "Set up the greeting files in this repository."
+    assert t.system is not None and t.system.startswith("<SOUL>")
+    calls = [[(c.id, c.name) for c in turn.tool_calls] for turn in t.turns]
+    assert calls == [
+        [("call_oh_1", "terminal"), ("call_oh_2", "file_editor")],  # one llm_response_id
+        [("call_oh_3", "no_such_tool")],
+        [("call_oh_4", "terminal")],
+        [("call_oh_5", "finish")],
+        [("call_oh_6", "terminal")],
+        [],
+    ]
+    assert [turn.index for turn in t.turns] == [2, 6, 8, 10, 13, 15]  # event indexes
+    assert t.turns[0].reasoning == "I should see what is in the repository before changing it."
+    assert t.turns[0].text == "Let me look around first."
+    assert t.turns[0].tool_calls[0].arguments == '{"command": "ls"}'
+    assert t.tool_outputs["call_oh_3"].startswith("Tool 'no_such_tool' not found.")
+    # the follow-up came after a finish call, not a text answer: it stays inside the exchange
+    assert [u.content for u in t.turns[4].users_before] == ["Now write the answer to answer.txt."]
+    assert t.turns[-1].final and t.turns[-1].text == "Written."
+    assert t.skipped == ()
+
+
+def test_sdk_outputs_and_system_are_what_the_harness_sent() -> None:
+    """The last request the SDK made (captured by the fake model): observations compare like
+    with like, terminal output with its exit code and working directory lines included."""
+    t = read(sdk_events())
+    sent = json.loads((CONVERSATION / "last-request.json").read_text())
+    assert text_of(sent[0]["content"]) == t.system
+    results = {m["tool_call_id"]: text_of(m["content"]) for m in sent if m["role"] == "tool"}
+    assert len(results) == 6
+    assert {k: t.tool_outputs[k] for k in results} == results
+
+
+def test_sdk_bookkeeping_events_are_left_out_with_a_note() -> None:
+    events = sdk_events()
+    state = {"kind": "ConversationStateUpdateEvent", "source": "environment", "key": "x"}
+    condensed = {"kind": "Condensation", "source": "agent", "forgotten_event_ids": []}
+    t = read([*events[:2], state, *events[2:], condensed])
+    assert [(n.index, n.reason.split(":")[0]) for n in t.skipped] == [
+        (2, "ConversationStateUpdateEvent"),
+        (len(events) + 1, "Condensation"),
+    ]
+    assert len(t.turns) == 6
+
+
+def test_v0_trajectory_from_the_openhands_app() -> None:
+    t = read(v0("basic_gui_mode"))
+    assert t.task is not None and t.task.startswith("I want to create a VueJS app")
+    assert [turn.index for turn in t.turns] == [7, 9, 11, 13, 15]
+    assert [c.id for c in t.turns[0].tool_calls] == ["toolu_01W9Z8jBctr8X2frZV9p1RYs"]
+    assert t.turns[0].tool_calls[0].name == "execute_bash"
+    assert t.turns[-1].final  # the agent's MessageAction
+    assert t.tool_outputs["toolu_01DwihWr4ooPZS1CGTLAWrFP"].startswith("Serving HTTP")
+    notes = {n.index: n.reason for n in t.skipped}
+    assert sorted(notes) == [0, 1, 2, 3, 5, 6, 16, 17]  # state changes and null observations
+    assert notes[0].startswith("agent_state_changed")
+
+
+def test_v0_conversation_of_several_user_messages_ends_with_the_finish_call() -> None:
+    t = read(v0("basic_interactions"))
+    assert t.task == "what's 1+1?"
+    assert [turn.exchange for turn in t.turns] == [1, 2, 3]
+    assert [c.name for c in t.turns[-1].tool_calls] == ["finish"]
+    assert t.turns[-1].tool_calls[0].id == "call_IpyczPgEAwtpRWFZ2RNokTdH"
+
+
+def test_v0_actions_of_one_model_response_are_one_turn() -> None:
+    """Derived from the real file: its first two edits as one response with two calls (V0 gives
+    every action of a response the whole response; no published file with parallel calls was
+    found)."""
+    events = copy.deepcopy(v0("basic_gui_mode"))
+    first, second = events[9], events[11]
+    response = first["tool_call_metadata"]["model_response"]
+    message = response["choices"][0]["message"]
+    other = second["tool_call_metadata"]["model_response"]["choices"][0]["message"]
+    message["tool_calls"] = [*message["tool_calls"], *other["tool_calls"]]
+    second["tool_call_metadata"]["model_response"] = response
+    parallel = [*events[:10], events[11], events[10], *events[12:]]  # actions, then observations
+    t = read(parallel)
+    assert [len(turn.tool_calls) for turn in t.turns] == [1, 2, 1, 0]
+    assert [c.id for c in t.turns[1].tool_calls] == [
+        "toolu_01YYLXwwdBLwtMmjr5Sfsieg",
+        "toolu_01GpJj2ShdFjb9ZTY4CVxi9C",
+    ]
+
+
+def test_v0_delegate_events_are_left_out() -> None:
+    events = copy.deepcopy(v0("basic_gui_mode"))
+    delegate = copy.deepcopy(events[7])
+    delegate["action"] = "delegate"
+    answer = copy.deepcopy(events[8])
+    answer["observation"] = "delegate"
+    inner = copy.deepcopy(events[9])  # the delegate's own call
+    t = read([*events[:7], delegate, inner, answer, *events[9:]])
+    assert [turn.index for turn in t.turns] == [7, 10, 12, 14, 16]
+    assert any(n.index == 8 and "delegate agent" in n.reason for n in t.skipped)
+    assert t.tool_outputs["toolu_01W9Z8jBctr8X2frZV9p1RYs"] == ""  # the delegate's answer
+
+
+def test_miss_is_none_for_both_generations() -> None:
+    assert READER.miss(sdk_events()) is None
+    assert READER.miss(v0("basic_gui_mode")) is None
+    assert READER.miss(v0("basic_interactions")) is None
+
+
+@pytest.mark.parametrize(
+    ("document", "where"),
+    [
+        ([{"role": "user", "content": "hi"}], '$[0] has no "kind"'),
+        ({"info": {}, "messages": []}, "not a list"),
+        ([], "$[0] is not an object"),
+        ([{"kind": "Something"}], "$[0].kind 'Something'"),
+    ],
+)
+def test_miss_says_what_was_expected_and_where(document: Any, where: str) -> None:
+    miss = READER.miss(document)
+    assert miss is not None and where in miss.reason and "OpenHands events" in miss.reason
+
+
+def test_miss_for_an_opencode_export() -> None:
+    export = json.loads((LOGS / "opencode/session.json").read_text())
+    miss = READER.miss(export)
+    assert miss is not None and miss.closeness == 0
+
+
+@pytest.mark.parametrize(
+    ("index", "change", "reason"),
+    [
+        (3, {"tool_call": None}, "tool_call must be an object"),
+        (5, {"tool_call_id": 7}, "tool_call_id must be a string"),
+        (1, {"llm_message": {"role": "tool"}}, "llm_message.role"),
+        (4, {"kind": None}, 'event has no "kind"'),
+    ],
+)
+def test_a_broken_sdk_event_is_a_load_error_with_its_index(
+    index: int, change: dict[str, Any], reason: str
+) -> None:
+    events = sdk_events()
+    events[index].update(change)
+    with pytest.raises(LoadError) as caught:
+        read(events)
+    assert caught.value.index == index and reason in caught.value.reason
+
+
+@pytest.mark.parametrize(
+    ("index", "change", "reason"),
+    [
+        (9, {"tool_call_metadata": {"tool_call_id": "x"}}, "model_response"),
+        (10, {"tool_call_metadata": {"tool_call_id": None}}, "tool_call_id must be a string"),
+        (12, {"action": None, "observation": None}, 'neither "action" nor "observation"'),
+    ],
+)
+def test_a_broken_v0_event_is_a_load_error_with_its_index(
+    index: int, change: dict[str, Any], reason: str
+) -> None:
+    events = v0("basic_gui_mode")
+    events[index].update(change)
+    if change.get("action", 1) is None:
+        del events[index]["action"], events[index]["observation"]
+    with pytest.raises(LoadError) as caught:
+        read(events)
+    assert caught.value.index == index and reason in caught.value.reason
