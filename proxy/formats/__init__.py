@@ -27,6 +27,7 @@ import dataclasses
 import gc
 import hashlib
 import logging
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -131,9 +132,12 @@ def _digest(data: bytes) -> str:
 
 
 def _directory(path: Path) -> tuple[list[Any], bytes]:
-    """An event store: one JSON event per file, in file-name order (event-00000-..., ...)."""
+    """An event store: one JSON event per file, in the order of the numbers in their names
+    (event-00000-..., event-100000-...: the padding stops at five digits)."""
     folder = path / "events" if (path / "events").is_dir() else path
-    files = sorted(p for p in folder.iterdir() if p.suffix == ".json" and p.is_file())
+    files = sorted(
+        (p for p in folder.iterdir() if p.suffix == ".json" and p.is_file()), key=_natural
+    )
     if not files:
         raise LoadError(str(path), None, f"a directory, but {folder} holds no .json event files")
     doc: list[Any] = []
@@ -148,6 +152,13 @@ def _directory(path: Path) -> tuple[list[Any], bytes]:
             raise LoadError(str(path), position, f"{file.name} is not valid JSON: {exc}") from None
         chunks.append(data)
     return doc, b"\n".join(chunks)
+
+
+def _natural(path: Path) -> list[tuple[int, str]]:
+    return [(int(part), "") if part.isdigit() else (-1, part) for part in _DIGITS.split(path.name)]
+
+
+_DIGITS = re.compile(r"(\d+)")
 
 
 def _load(data: bytes, *, name: str, source: str) -> list[Trajectory]:

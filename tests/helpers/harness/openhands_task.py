@@ -1,6 +1,7 @@
 """OpenHands SDK with its default CLI agent (terminal, file_editor, task_tracker, finish, think).
 
-Env: LLM_BASE (the proxy, without /v1), TASK. Exit 0 when the conversation FINISHED.
+Env: LLM_BASE (the proxy, without /v1), TASK, PERSISTENCE_DIR (where the SDK keeps its event
+store). Exit 0 when the conversation FINISHED.
 """
 
 import os
@@ -21,7 +22,11 @@ llm = LLM(
 )
 agent = get_default_agent(llm=llm, cli_mode=True)
 conversation = Conversation(
-    agent=agent, workspace=os.getcwd(), max_iteration_per_run=12, visualizer=None
+    agent=agent,
+    workspace=os.getcwd(),
+    max_iteration_per_run=12,
+    visualizer=None,
+    persistence_dir=os.environ["PERSISTENCE_DIR"],
 )
 conversation.send_message(os.environ["TASK"])
 conversation.run()

@@ -233,8 +233,9 @@ def command(
             DISABLE_ERROR_REPORTING="1",
             CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
         )
-        # --allowedTools takes several values: the prompt must not follow it
-        return [exe, "-p", task, "--allowedTools", "Bash", "--no-session-persistence"], env
+        # --allowedTools takes several values: the prompt must not follow it; the session
+        # transcript (its own log) goes to CLAUDE_CONFIG_DIR/projects
+        return [exe, "-p", task, "--allowedTools", "Bash"], env
     if recipe.name == "openhands":
         env.update(
             LLM_BASE=root,
@@ -243,6 +244,7 @@ def command(
             OPENHANDS_SUPPRESS_BANNER="1",
             # a short folder: a tmux socket path over 107 bytes makes OpenHands fall back to /tmp
             TMUX_TMPDIR=tempfile.mkdtemp(prefix="oh-tmux-", dir="/tmp"),
+            PERSISTENCE_DIR=str(folder / "conversations"),  # its event store: its own log
         )
         return [exe, str(HERE / "openhands_task.py")], env
     raise KeyError(recipe.name)
