@@ -53,7 +53,8 @@ class Library:
         paths = [(p, loaded) for p in files]
         if folder is not None and folder.is_dir():
             for p in sorted(folder.iterdir()):
-                if p.suffix in SUFFIXES and p.is_file():
+                # files, and event stores (a folder with events/: an OpenHands conversation)
+                if (p.suffix in SUFFIXES and p.is_file()) or (p / "events").is_dir():
                     if is_valid_name(trajectory_name(p)):
                         paths.append((p, in_folder))
                     else:
