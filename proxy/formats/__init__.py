@@ -35,7 +35,15 @@ from typing import Any
 import orjson
 
 from proxy.errors import LoadError
-from proxy.formats import opencode, openhands
+from proxy.formats import (
+    claude_code,
+    codex,
+    mini_swe_agent,
+    nemo_gym,
+    opencode,
+    openhands,
+    swe_agent,
+)
 from proxy.formats.anthropic import MARKERS as ANTHROPIC_ONLY
 from proxy.formats.anthropic import looks_like_anthropic, messages_to_chat
 from proxy.formats.chat import trajectory_from_messages
@@ -49,7 +57,16 @@ log = logging.getLogger("proxy.formats")
 __all__ = ["LoadError", "load_all", "load_bytes", "load_file", "read_with"]
 
 # the harnesses' own logs: tried in this order, before the generic shapes
-READERS: tuple[Reader, ...] = (opencode.READER, openhands.READER)
+READERS: tuple[Reader, ...] = (
+    claude_code.READER,
+    codex.READER,
+    opencode.READER,
+    openhands.READER,
+    swe_agent.READER,
+    mini_swe_agent.READER,
+    nemo_gym.READER,
+    nemo_gym.SINGLE,  # a rollout file of one line parses as one JSON document
+)
 
 
 def load_file(path: Path, *, name: str | None = None) -> Trajectory:

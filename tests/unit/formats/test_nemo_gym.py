@@ -1,0 +1,164 @@
+"""NeMo-Gym rollout files, read from NeMo-Gym's published example rollouts (fixtures README)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from proxy.errors import LoadError
+from proxy.formats import read_with
+from proxy.formats.nemo_gym import READER, SINGLE
+from proxy.replay.trajectory import Trajectory
+from tests.conftest import ROOT
+
+HERE = ROOT / "tests/fixtures/logs/nemo-gym"
+
+
+def rows(name: str) -> list[Any]:
+    return [json.loads(line) for line in (HERE / name).read_text().splitlines()]
+
+
+def read_bytes(data: bytes, name: str = "rollouts") -> list[Trajectory]:
+    return read_with(READER, data, name=name, source=f"{name}.jsonl")
+
+
+def read(lines: list[Any], name: str = "rollouts") -> list[Trajectory]:
+    return read_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in lines), name)
+
+
+def test_one_trajectory_per_line_with_reasoning_and_parallel_calls() -> None:
+    found = read_bytes((HERE / "xlam_fc.jsonl").read_bytes(), "xlam_fc")
+    assert [t.name for t in found] == [f"xlam_fc.{k}" for k in range(1, 6)]
+    assert {t.format for t in found} == {"nemo-gym"}
+    assert len({t.digest for t in found}) == 5
+    t = found[2]
+    assert t.system is not None and t.system.startswith("You are a helpful AI assistant")
+    assert t.task == "Where can I find live giveaways for beta access and games?"
+    assert [[c.id for c in turn.tool_calls] for turn in t.turns] == [
+        [
+            "chatcmpl-tool-cd62ffcc3b58426bb5194edb59d4a752",
+            "chatcmpl-tool-21c7909276c04b2aa2cc2003669f3983",
+        ],
+        [],
+    ]
+    first = t.turns[0]
+    assert [c.arguments for c in first.tool_calls] == ['{"type": "beta"}', '{"type": "game"}']
+    assert first.reasoning is not None and "live giveaways" in first.reasoning
+    assert t.turns[1].final and "GamerPower API" in t.turns[1].text
+    assert t.turns[1].reasoning is not None
+    assert t.tool_outputs["chatcmpl-tool-21c7909276c04b2aa2cc2003669f3983"] == (
+        '{"detail":"Not Found"}'
+    )
+    assert {turn.index for turn in t.turns} == {2}  # the line it came from
+    assert t.skipped == () and t.dropped == ()
+
+
+def test_a_multi_turn_environment_puts_its_user_messages_in_the_output() -> None:
+    found = read_bytes((HERE / "blackjack.jsonl").read_bytes(), "blackjack")
+    assert [len(t.turns) for t in found] == [2, 1, 1, 2, 1]
+    t = found[0]
+    assert t.task == "Deal me in."
+    assert [u.content for u in t.turns[0].users_before] == [
+        "Your hand: [8, 5] = 13\nDealer shows: A\nRespond with <action>hit</action> or "
+        "<action>stand</action>."
+    ]
+    assert [turn.text for turn in t.turns] == ["<action>hit</action>"] * 2
+    assert [turn.exchange for turn in t.turns] == [1, 2]  # each answer is text: an exchange
+    [follow_up] = t.turns[1].follow_up
+    assert isinstance(follow_up.content, str) and follow_up.content.startswith(
+        "Your hand: [8, 5, 3] = 16"
+    )
+
+
+def test_a_string_input_is_the_task_and_instructions_the_system_prompt() -> None:
+    [t] = read_bytes((HERE / "google_search-line1.jsonl").read_bytes(), "search")
+    assert t.name == "search.1"
+    assert t.task is not None and t.task.startswith("Consider a Carnot engine")
+    assert t.system is not None and t.system.startswith("Solve the following problem.")
+    assert len(t.turns) == 1 and t.turns[0].final
+
+
+def test_a_file_of_one_rollout_is_one_json_document() -> None:
+    data = (HERE / "google_search-line1.jsonl").read_bytes()
+    assert SINGLE.miss(json.loads(data)) is None
+    [t] = read_with(SINGLE, data, name="search", source="search.jsonl")
+    assert t.name == "search.1" and t.format == "nemo-gym"
+    assert t.task is not None and t.task.startswith("Consider a Carnot engine")
+    assert SINGLE.miss([{"role": "user", "content": "hi"}]) is not None
+
+
+def test_reward_and_metadata_stay_out_of_the_script() -> None:
+    [c] = READER.convert([(0, rows("xlam_fc.jsonl")[0])], "x.jsonl")
+    text = json.dumps(c.messages)
+    assert "num_expected" not in text and "predicted_calls" not in text and "reward" not in text
+    assert c.label == "1" and c.indexes == [0] * len(c.messages)
+
+
+def test_labels_are_file_line_numbers_and_a_cut_off_last_line_is_left_out() -> None:
+    data = (HERE / "blackjack.jsonl").read_bytes()
+    found = read_bytes(b"\n" + data.rstrip(b"\n")[:-40])  # a blank first line, a half-written last
+    assert [t.name for t in found] == [f"rollouts.{k}" for k in range(2, 6)]
+    assert [(n.index, n.reason[:25]) for n in found[0].skipped] == [
+        (5, "line 6 is cut off (the fi")
+    ]
+
+
+def test_miss_is_none_for_every_published_file() -> None:
+    for name in ("xlam_fc.jsonl", "blackjack.jsonl", "google_search-line1.jsonl"):
+        assert READER.miss(list(enumerate(rows(name)))) is None, name
+
+
+@pytest.mark.parametrize(
+    ("first", "where", "closeness"),
+    [
+        ({"role": "user", "content": "hi"}, 'line 1 has no "responses_create_params"', 0),
+        (["role", "user"], "line 1 is not an object", 0),
+        (  # the materialized inputs NeMo-Gym writes beside the rollouts
+            {"responses_create_params": {"input": []}, "_ng_task_index": 0},
+            'line 1 has no "response" with an "output" list',
+            1,
+        ),
+    ],
+)
+def test_miss_says_what_was_expected_and_where(first: Any, where: str, closeness: int) -> None:
+    miss = READER.miss([(0, first), (1, {"role": "assistant", "content": "hello"})])
+    assert miss is not None and where in miss.reason and "NeMo-Gym rollouts" in miss.reason
+    assert miss.closeness == closeness
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda r: "not a rollout", "line 4 is not a JSON object"),
+        (lambda r: {**r, "response": {"id": "x"}}, 'line 4: "response" has no "output" list'),
+        (lambda r: {**r, "responses_create_params": None}, 'no "responses_create_params"'),
+        (
+            lambda r: {**r, "responses_create_params": {"input": {"role": "user"}}},
+            "responses_create_params.input must be a list",
+        ),
+        (
+            lambda r: {**r, "response": {"output": [{"type": "function_call", "name": "f"}]}},
+            "line 4: response.output[0]: function_call item needs a name and a call_id",
+        ),
+        (
+            lambda r: {**r, "responses_create_params": {"input": ["text"]}},
+            "line 4: responses_create_params.input[0]: item is not a JSON object",
+        ),
+    ],
+)
+def test_a_broken_line_is_a_load_error_with_its_index(change: Any, reason: str) -> None:
+    lines = rows("xlam_fc.jsonl")
+    lines[3] = change(lines[3])
+    with pytest.raises(LoadError) as caught:
+        read(lines)
+    assert caught.value.index == 3 and reason in caught.value.reason
+
+
+def test_a_tool_call_with_broken_arguments_points_at_its_line() -> None:
+    lines = rows("xlam_fc.jsonl")
+    lines[1]["response"]["output"][2]["arguments"] = "{oops"
+    with pytest.raises(LoadError) as caught:
+        read(lines)
+    assert caught.value.index == 1 and "arguments is not valid JSON" in caught.value.reason
