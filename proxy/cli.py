@@ -24,7 +24,7 @@ EXIT_USAGE = 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    from proxy.config import DEFAULT_SESSION_HEADERS
+    from proxy.config import DEFAULT_SESSION_HEADERS, DEFAULT_SUBAGENT_HEADERS
     from proxy.replay.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
 
     parser = argparse.ArgumentParser(
@@ -61,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--subagent-header",
         metavar="NAME",
-        help="marks subagent calls (default x-parent-session-id)",
+        action="append",
+        help="marks subagent calls, any one present (repeatable; default "
+        f"{', '.join(DEFAULT_SUBAGENT_HEADERS)})",
     )
     serve.add_argument(
         "--bind-on-task",

@@ -24,6 +24,9 @@ DEFAULT_SESSION_HEADERS = (
     "x-litellm-session-id",
     "x-claude-code-session-id",
 )
+# opencode marks a subagent's calls with the parent's id; Claude Code 2.x sends its subagents'
+# calls with the parent's session id and the subagent's own id in x-claude-code-agent-id
+DEFAULT_SUBAGENT_HEADERS = ("x-parent-session-id", "x-claude-code-agent-id")
 
 
 class LogFormat(StrEnum):
@@ -48,7 +51,7 @@ class Settings(BaseSettings):
     trajectory: Annotated[tuple[Path, ...], NoDecode] = ()
     trajectory_dir: Path | None = None
     session_header: Annotated[tuple[str, ...], NoDecode] = DEFAULT_SESSION_HEADERS
-    subagent_header: str = "x-parent-session-id"
+    subagent_header: Annotated[tuple[str, ...], NoDecode] = DEFAULT_SUBAGENT_HEADERS
     bind_on_task: bool = False
     on_divergence: DivergencePolicy = DivergencePolicy.ERROR
     on_observation_divergence: ObservationPolicy = ObservationPolicy.WARN
@@ -74,7 +77,7 @@ class Settings(BaseSettings):
     keep_alive_timeout: float = Field(default=120.0, gt=0)
     shutdown_timeout: float = Field(default=30.0, ge=0)  # SIGTERM: how long answers may finish
 
-    @field_validator("trajectory", "session_header", mode="before")
+    @field_validator("trajectory", "session_header", "subagent_header", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -108,8 +111,8 @@ class Settings(BaseSettings):
 
     @field_validator("subagent_header")
     @classmethod
-    def _lower_one(cls, value: str) -> str:
-        return value.lower()
+    def _lower_all(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(h.lower() for h in value)  # an empty list: no call is a subagent's
 
     @field_validator("upstream")
     @classmethod

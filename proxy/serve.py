@@ -33,7 +33,7 @@ EXIT_USAGE = 2
 def _settings(flags: dict[str, Any]) -> Settings:
     if "trajectory" in flags:
         flags["trajectory"] = tuple(flags["trajectory"])
-    for name in ("session_header", "mask"):
+    for name in ("session_header", "subagent_header", "mask"):
         if name in flags:
             flags[name] = tuple(flags[name])
     return Settings(**flags)

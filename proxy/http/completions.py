@@ -63,7 +63,9 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
     raw, body = request.body, request.json()
     conv = api.parse(body)
     session = session_id(request.headers, runtime.settings.session_header, conv)
-    parent = request.headers.get(runtime.settings.subagent_header)
+    parent = next(
+        (v for h in runtime.settings.subagent_header if (v := request.headers.get(h))), None
+    )
     lane = conv.lane(subagent=parent is not None)
     tap = None
     if runtime.recorder is not None or runtime.dumper is not None:  # the call costs 2k otherwise

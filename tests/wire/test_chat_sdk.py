@@ -110,7 +110,7 @@ def test_tool_less_and_subagent_calls_go_upstream_and_consume_nothing(
     fake, upstream_url = upstream
     with proxy(upstream=upstream_url, trajectory=[write_trajectory(RECORDED)]) as url:
         c = client(url, **{"x-session-affinity": "ses_side"})
-        fake.then(text("A title"), text("subagent answer"))
+        fake.then(text("A title"), text("subagent answer"), text("Claude Code subagent"))
         title = c.chat.completions.with_raw_response.create(
             model="small",
             messages=[
@@ -127,12 +127,20 @@ def test_tool_less_and_subagent_calls_go_upstream_and_consume_nothing(
             extra_headers={"x-parent-session-id": "ses_side"},
         )
         assert sub.choices[0].message.content == "subagent answer"
+        # Claude Code 2.x: the parent's session id, and the subagent's own id beside it
+        claude_sub = c.chat.completions.create(
+            model="m",
+            messages=start_messages(),
+            tools=TOOLS,
+            extra_headers={"x-claude-code-agent-id": "a1b2c3"},
+        )
+        assert claude_sub.choices[0].message.content == "Claude Code subagent"
         first, headers = agent_step(c, start_messages(), stream=True)
         assert headers["x-replay-turn"] == "1/2" and first["tool_calls"][0]["id"] == "call_A"
         status_ = httpx.get(url.removesuffix("/v1") + "/replay/sessions/ses_side").json()
-    assert status_["forwarded"] == {"main": 0, "toolless": 1, "subagent": 1}
+    assert status_["forwarded"] == {"main": 0, "toolless": 1, "subagent": 2}
     assert status_["turns_served"] == 1
-    assert len(fake.posts()) == 2
+    assert len(fake.posts()) == 3
     # side calls are forwarded untouched: nothing spliced into them
     assert [m["content"] for m in fake.posts()[0].json["messages"]][-1] == TASK
 
