@@ -107,7 +107,8 @@ def load_many(data: bytes, *, name: str, source: str) -> list[Trajectory]:
 
 
 def read_with(reader: Reader, data: bytes, *, name: str, source: str) -> list[Trajectory]:
-    """The trajectories in `data` as one format reads them (tests, and `convert`)."""
+    """The trajectories in `data` as one format reads them, whatever the others would say: each
+    format's tests read their files through its own reader with this."""
 
     def read() -> list[Trajectory]:
         digest = _digest(data)
@@ -237,22 +238,21 @@ def _unrecognised(exc: LoadError, misses: list[tuple[str, Miss]]) -> LoadError:
     """The generic shapes' error stands for a file that looked like one of them (it failed past
     its start) and like no harness log; otherwise one error names every format tried, the
     closest first."""
-    closest = max(misses, key=lambda m: m[1].closeness, default=None)
-    near = closest is not None and closest[1].closeness > 0
+    ranked = sorted(misses, key=lambda m: -m[1].closeness)  # stable: READERS order among equals
+    near = bool(ranked) and ranked[0][1].closeness > 0
     if not near and exc.index not in (None, 0):
         return exc
-    generic = "chat, Responses or Anthropic messages: " + (
-        "not a list of messages or an object holding one" if exc.reason == _UNRECOGNISED else
-        f"{'message ' + str(exc.index) + ' ' if exc.index is not None else ''}{exc.reason}"
-    )  # fmt: skip
-    tried = [f"{n}: {m.reason}" for n, m in misses if not (near and (n, m) == closest)]
-    if near:
-        assert closest is not None
-        lead = f"closest is {closest[0]}, which does not fit: {closest[1].reason}"
-        tried.insert(0, generic)
+    if exc.reason == _UNRECOGNISED:
+        why = "not a list of messages or an object holding one"
     else:
-        lead = generic
-    also = f". Also tried {'; '.join(tried)}" if tried else ""
+        why = exc.reason if exc.index is None else f"message {exc.index} {exc.reason}"
+    tried = [f"chat, Responses or Anthropic messages: {why}"]
+    tried += [f"{name}: {miss.reason}" for name, miss in ranked]
+    if near:  # the closest harness log leads, then the generic shapes, then the rest
+        name, miss = ranked[0]
+        tried = [f"closest is {name}, which does not fit: {miss.reason}", tried[0], *tried[2:]]
+    lead, *rest = tried
+    also = f". Also tried {'; '.join(rest)}" if rest else ""
     return LoadError(
         exc.source, None, f"not a trajectory in a format this proxy reads; {lead}{also}"
     )

@@ -33,6 +33,7 @@ from typing import Any
 
 from proxy.errors import LoadError
 from proxy.formats.reader import Converted, Lines, Miss, Reader
+from proxy.formats.responses import content_parts
 from proxy.replay.content import text_of
 from proxy.replay.trajectory import Note
 
@@ -168,7 +169,7 @@ class _Builder:
         kind = item["type"]
         role = item.get("role")
         if kind == "message" and role == "assistant":
-            text = text_of(_parts(item.get("content")))
+            text = text_of(content_parts(item.get("content")))
             current = self.response(index)
             current["content"] = f"{current['content']}\n{text}" if current["content"] else text
         elif kind == "message":
@@ -197,7 +198,7 @@ class _Builder:
     def message(self, index: int, item: dict[str, Any], role: Any) -> None:
         if not isinstance(role, str):
             raise LoadError(self.source, index, "a message item without a role")
-        parts = _parts(item.get("content"))
+        parts = content_parts(item.get("content"))
         text = text_of(parts)
         if role != "user" or text.lstrip().startswith(CONTEXT):
             self.context.append(index)
@@ -253,7 +254,7 @@ class _Builder:
         output = item.get("output")
         if isinstance(output, dict):  # {"content", "success"}, as some versions wrote it
             output = output.get("content")
-        text = output if isinstance(output, str) else text_of(_parts(output))
+        text = output if isinstance(output, str) else text_of(content_parts(output))
         self.add({"role": "tool", "tool_call_id": call_id, "content": text}, index)
         if self.names.get(call_id) == "spawn_agent":
             agent = _agent_id(text)
@@ -268,17 +269,6 @@ def _boundary(kind: str, payload: Any) -> bool:
     return (
         kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count"
     )
-
-
-def _parts(content: Any) -> Any:
-    """Responses content parts (input_text, output_text) as chat text parts."""
-    if isinstance(content, list):
-        return [
-            {"type": "text", "text": p.get("text", "")}
-            for p in content
-            if isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text")
-        ]
-    return content
 
 
 def _agent_id(output: str) -> str | None:

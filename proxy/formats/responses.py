@@ -44,7 +44,7 @@ def items_to_chat(
             role = item.get("role")
             if not isinstance(role, str):
                 raise LoadError(source, index, "message item has no role")
-            messages.append({"role": role, "content": _content(item.get("content"))})
+            messages.append({"role": role, "content": content_parts(item.get("content"))})
         elif kind == "function_call_output":
             output = item.get("output")
             messages.append(
@@ -75,11 +75,11 @@ def _into_assistant(
         }
         message.setdefault("tool_calls", []).append(call)
     elif kind == "message":
-        text = text_of(_content(item.get("content")))
+        text = text_of(content_parts(item.get("content")))
         message["content"] = f"{message['content']}\n{text}" if message["content"] else text
 
 
-def _content(content: Any) -> Any:
+def content_parts(content: Any) -> Any:
     """Responses content parts (input_text, output_text) read as chat text parts."""
     if isinstance(content, list):
         return [

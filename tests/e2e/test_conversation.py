@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from starlette.responses import Response
 from proxy.app import create_app
 from proxy.config import Settings
 from tests.helpers.harness.install import Unavailable, install
-from tests.helpers.harness.recipes import RECIPES, Run, run
+from tests.helpers.harness.recipes import RECIPES, Run, assert_rebuilt, run
 from tests.helpers.servers import FakeUpstream, Seen, running, text, tool_call
 
 pytestmark = pytest.mark.harness
@@ -97,14 +96,7 @@ def conversation(root: str, folder: Path) -> list[Run]:
 def check_workspace(runs: list[Run]) -> None:
     why = "\n".join(r.tail() for r in runs)
     assert [r.returncode for r in runs] == [0] * len(runs), why
-    repo = runs[0].repo
-    assert (repo / "runs.log").read_text() == "step1\nstep2\nstep3\n", why
-    assert (repo / "created.txt").read_text() == "created\n"
-    assert (repo / "answer.txt").read_text() == "42\n"
-    diff = subprocess.run(
-        ["git", "-C", str(repo), "diff", "existing.txt"], capture_output=True, text=True, check=True
-    ).stdout
-    assert "-old value" in diff and "+new value" in diff
+    assert_rebuilt(runs[0].repo, why)
 
 
 def scripted_session(root: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from proxy.formats import load_all
 from tests.conftest import ProxyFactory
 from tests.e2e.test_harnesses import TASK, harness_logs, installed, live_answer, trajectory
 from tests.helpers.harness.install import executable
-from tests.helpers.harness.recipes import RECIPES, Run, command, run
+from tests.helpers.harness.recipes import RECIPES, Run, assert_rebuilt, command, run
 from tests.helpers.servers import FakeUpstream, running
 
 pytestmark = pytest.mark.harness
@@ -113,14 +113,7 @@ def test_a_harness_replays_its_own_log(
         sessions = httpx.get(url.removesuffix("/v1") + "/replay/sessions").json()["data"]
     why = f"\n{second.tail()}\nthe model was asked {len(tool_bearing(fake))} times"
     assert second.returncode == 0, why
-    repo = second.repo
-    assert (repo / "runs.log").read_text() == "step1\nstep2\nstep3\n", why
-    assert (repo / "created.txt").read_text() == "created\n"
-    assert (repo / "answer.txt").read_text() == "42\n"
-    diff = subprocess.run(
-        ["git", "-C", str(repo), "diff", "existing.txt"], capture_output=True, text=True, check=True
-    ).stdout
-    assert "-old value" in diff and "+new value" in diff
+    assert_rebuilt(second.repo, why)
     assert tool_bearing(fake) == [], why  # every turn, the run's end included, came from the log
     [main] = [s for s in sessions if s["script"] is not None]
     assert main["turns_served"] == len(loaded.turns) and main["divergences"] == 0, main

@@ -113,6 +113,17 @@ def make_repo(repo: Path) -> None:
     subprocess.run([*git, "commit", "-q", "-m", "start"], check=True)
 
 
+def assert_rebuilt(repo: Path, why: str = "") -> None:
+    """The three recorded steps (the tests' STEPS) ran for real in `repo`, each exactly once."""
+    assert (repo / "runs.log").read_text() == "step1\nstep2\nstep3\n", why
+    assert (repo / "created.txt").read_text() == "created\n"
+    assert (repo / "answer.txt").read_text() == "42\n"
+    diff = subprocess.run(
+        ["git", "-C", str(repo), "diff", "existing.txt"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "-old value" in diff and "+new value" in diff
+
+
 def _environment(folder: Path) -> dict[str, str]:
     home = folder / "home"
     env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL") if k in os.environ}
