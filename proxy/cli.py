@@ -323,8 +323,20 @@ def describe(t: Trajectory) -> str:
         f"{t.tool_call_count} tool calls",
         f"  task: {_short(t.task) if t.task is not None else '(none: no user message)'}",
     ]
+    if t.text_based:
+        lines.append(
+            "  text-based: no turn calls a tool (the harness reads its actions from the text); "
+            "the user messages between turns are its observations, and only a tool-less request "
+            "with this system prompt and task takes a turn"
+        )
     for turn in t.turns:
         for user in turn.follow_up:
+            if t.text_based:
+                lines.append(
+                    f"  user message {user.index} is the observation of turn {turn.number - 1} "
+                    "(the harness sends it; compared, not spliced)"
+                )
+                continue
             lines.append(
                 f"  user message {user.index} opens exchange {turn.exchange} "
                 "(the harness sends it; compared, not spliced)"
@@ -333,7 +345,13 @@ def describe(t: Trajectory) -> str:
             lines.append(
                 f"  user message {user.index} comes before turn {turn.number} (spliced live)"
             )
-        parts = [f"{len(turn.tool_calls)} tool call(s)" if turn.tool_calls else "text only, final"]
+        parts = [
+            f"{len(turn.tool_calls)} tool call(s)"
+            if turn.tool_calls
+            else "text"
+            if t.text_based
+            else "text only, final"
+        ]
         if turn.reasoning:
             parts.append("reasoning")
         lines.append(f"  turn {turn.number} (message {turn.index}): {', '.join(parts)}")

@@ -7,7 +7,9 @@
 - a text-only one ends an exchange; user messages after it are the follow-up that opens the next
   exchange (the harness sends those itself), and an assistant or tool message that comes after it
   with no user message between is dropped;
-- an empty assistant message is skipped; skipped and dropped messages are reported.
+- an empty assistant message is skipped; skipped and dropped messages are reported;
+- with no tool call at all the script is text-based (proxy.replay.text_based): the user messages
+  between turns are the harness's observations, and it is one exchange.
 """
 
 from __future__ import annotations
@@ -111,12 +113,20 @@ def trajectory_from_messages(
                 final_index = idx
         else:
             skipped.append(Note(idx, f"unknown role {role!r}"))
+    text_based = bool(turns) and not any(t.tool_calls for t in turns)
+    if text_based:  # the user messages between turns are observations: one exchange
+        for turn in turns:
+            turn.exchange = 1
     for user in follow_up:
+        what = (
+            "the observation of the last turn"
+            if text_based
+            else "a follow-up after the last answer"
+        )
         skipped.append(
             Note(
                 user.index,
-                "a follow-up after the last answer, with no recorded answer: "
-                "the harness sends its own, and it goes live",
+                f"{what}, with no recorded answer: the harness sends its own, and it goes live",
             )
         )
 

@@ -14,8 +14,8 @@ the command's raw output); it is dropped.
 - Responses models (`litellm_response`, ...): an assistant message is the whole Responses API
   response (`"object": "response"`): its `output` items, with the `function_call_output` items and
   the system and user messages around them, are read as Responses items (formats/responses.py).
-- With a text-based model (actions in ``` blocks, no tool calls) each step is a text-only turn, as
-  the chat rules read it; a note says so.
+- With a text-based model (actions in ``` blocks, no tool calls) the result is a text-based script
+  (proxy.replay.text_based): each step is a turn, the observations between them user messages.
 - Left out, with a note: the `exit` message that ends a run (1.x: the user message after the last
   model call holding the submission), never sent to the model. A model answer mini rejected
   (FormatError) is not in the conversation mini sent (version 2 keeps it in the error message's
@@ -85,9 +85,6 @@ def convert(doc: Any, source: str) -> list[Converted]:
     else:
         messages = [_chat(m, source, i) for i, m in kept]
         indexes = [i for i, _ in kept]
-    assistants = [i for m, i in zip(messages, indexes, strict=True) if m["role"] == "assistant"]
-    if assistants and not any(m.get("tool_calls") for m in messages):
-        left_out.append(Note(assistants[0], TEXT_MODE))
     return [Converted(messages, indexes, sorted(left_out, key=lambda n: n.index))]
 
 
@@ -95,10 +92,6 @@ END = "the end of the run: mini records it after the last model call, the model 
 REJECTED = (
     "mini rejected the model's answer here (FormatError): the answer is not in the conversation "
     "mini sent (only in this message's extra), its error message is"
-)
-TEXT_MODE = (
-    "mini ran with a text-based model (the action is a ``` block in the text, no tool calls): "
-    "each step is read as a text-only turn"
 )
 
 

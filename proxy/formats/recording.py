@@ -4,7 +4,9 @@ The conversation is the last successful main-lane request plus its answer, with 
 the session in it (a follow-up request carries the earlier ones); each of its assistant turns is
 served exactly as it was recorded, and keeps the recorded exchange for strict replay. A
 request retried after a failure or a timeout appears twice: only the last attempt is a step.
-Exchanges of the other lanes are kept whole, to be matched in strict replay.
+Exchanges of the other lanes are kept whole, to be matched in strict replay. A harness that calls
+its tools through text leaves no main-lane exchange: its tool-less exchanges that continue one
+another are its steps, and the script is text-based (proxy.replay.text_based).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from proxy.errors import LoadError
 from proxy.formats.anthropic import messages_to_chat
 from proxy.formats.chat import trajectory_from_messages
 from proxy.formats.responses import items_to_chat
+from proxy.replay.content import text_of
+from proxy.replay.normalize import squash
 from proxy.replay.trajectory import Note, Recorded, Trajectory
 
 
@@ -35,7 +39,7 @@ def trajectory_from_recording(
     notes: Sequence[Note] = (),
 ) -> Trajectory:
     steps: list[tuple[int, dict[str, Any]]] = []
-    side: list[Recorded] = []
+    others: list[tuple[int, dict[str, Any]]] = []
     for index, exchange in lines:
         if not is_recording(exchange):
             raise LoadError(source, index, "not an exchange line in a recording")
@@ -43,7 +47,11 @@ def trajectory_from_recording(
             if _usable_step(exchange):
                 steps.append((index, exchange))
         else:
-            side.append(_recorded(index, exchange))
+            others.append((index, exchange))
+    if not steps:
+        steps = _text_based_steps(others, source)
+    in_steps = {index for index, _ in steps}
+    side = [_recorded(index, e) for index, e in others if index not in in_steps]
     # a retry repeats its request: the later attempt is the step
     steps = [
         s
@@ -100,6 +108,40 @@ def _chat_history(sent: Any, api: str, source: str, index: int) -> list[Any]:
     elif isinstance(sent.get("messages"), list):
         return list(sent["messages"])
     raise LoadError(source, index, f"the request of a {api} exchange has no conversation")
+
+
+def _text_based_steps(
+    exchanges: list[tuple[int, dict[str, Any]]], source: str
+) -> list[tuple[int, dict[str, Any]]]:
+    """A harness that calls its tools through text sends no tools, so all its requests were
+    recorded as tool-less: its agent loop is the chain of tool-less exchanges in which each request
+    carries an earlier one's request and answer. At least two are needed: a title or summary call
+    is never continued, so it stays a side exchange."""
+    keyed = []
+    for index, exchange in exchanges:
+        if exchange.get("lane") != "toolless" or not _usable_step(exchange):
+            continue
+        sent = exchange.get("forwarded") or exchange["request"]
+        try:
+            history = _chat_history(sent, exchange.get("api", "chat"), source, index)
+        except LoadError:
+            continue
+        keyed.append((index, exchange, [_said(m) for m in history], _said(exchange["message"])))
+    if not keyed:
+        return []
+    deepest = max(keyed, key=lambda k: (len(k[2]), k[0]))
+    whole = [*deepest[2], deepest[3]]
+    chain = [
+        (i, e) for i, e, history, answer in keyed if whole[: len(history) + 1] == [*history, answer]
+    ]
+    return chain if len(chain) >= 2 else []
+
+
+def _said(message: Any) -> tuple[str, str]:
+    """A message as a text-based conversation is compared: its role and squashed text."""
+    if not isinstance(message, dict):
+        return ("", "")
+    return (str(message.get("role")), squash(text_of(message.get("content"))))
 
 
 def _usable_step(exchange: dict[str, Any]) -> bool:

@@ -10,8 +10,9 @@ is what SWE-agent itself sends (sweagent/agent/models.py, _history_to_messages):
 - system / user messages -> the same; `assistant` -> its `content` (the raw model output), its
   `tool_calls` as recorded (function-calling mode: ids kept), `thinking_blocks` -> reasoning_content;
 - a `tool` message -> a tool message for `tool_call_ids[0]` (SWE-agent sends one call per step);
-- in text-action mode (no tool calls: the action is a ``` block in the text) each step is a
-  text-only turn, as the chat rules read it; a note says so;
+- in text-action mode (no tool calls: the action is a ``` block in the text) the result is a
+  text-based script (proxy.replay.text_based): each step is a turn, the observations between them
+  user messages;
 - left out, with a note: demonstrations (`is_demo`: SWE-agent puts them in the prompt itself),
   messages of another agent than the first one's, and the attempts that were not chosen.
 """
@@ -83,16 +84,7 @@ def convert(doc: Any, source: str) -> list[Converted]:
             continue
         messages.append(_message(item, source, index))
         indexes.append(index)
-    assistants = [i for m, i in zip(messages, indexes, strict=True) if m["role"] == "assistant"]
-    if assistants and not any("tool_calls" in m for m in messages):
-        left_out.append(Note(assistants[0], TEXT_MODE))
     return [Converted(messages, indexes, left_out)]
-
-
-TEXT_MODE = (
-    "SWE-agent ran in text-action mode (the action is a block in the text, no tool calls): "
-    "each step is read as a text-only turn"
-)
 
 
 def _message(item: dict[str, Any], source: str, index: int) -> dict[str, Any]:

@@ -23,9 +23,10 @@ from proxy.http.recorded import answer_recorded
 from proxy.recording.tap import Tap, dump_record
 from proxy.replay.conversation import Conversation, Lane, session_id
 from proxy.replay.engine import Diverged, Forward, Scripted, Stop, decide
+from proxy.replay.text_based import belongs
 from proxy.replay.trajectory import Trajectory, Turn
 from proxy.runtime import Runtime
-from proxy.sessions.registry import BRANCH_HEADER, branch_point
+from proxy.sessions.registry import BRANCH_HEADER, Binding, branch_point
 
 log = logging.getLogger("proxy.requests")
 
@@ -67,6 +68,10 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
         (v for h in runtime.settings.subagent_header if (v := request.headers.get(h))), None
     )
     lane = conv.lane(subagent=parent is not None)
+    binding = None
+    if lane is Lane.TOOLLESS:  # a side call, unless it is a text-based script's conversation
+        binding = await _text_based(request, runtime, conv, session)
+        lane = Lane.MAIN if binding is not None else lane
     tap = None
     if runtime.recorder is not None or runtime.dumper is not None:  # the call costs 2k otherwise
         tap = runtime.tap(
@@ -92,18 +97,35 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
             return response
         state = await runtime.sessions.record(session, lane, None)
         return await _forward(call, state.prefix_messages, "-")
-    return await _main(call)
+    return await _main(call, binding)
 
 
-async def _main(call: InFlight) -> Response:
-    runtime, conv = call.runtime, call.conv
-    headers = call.request.headers
+async def _text_based(
+    request: Incoming, runtime: Runtime, conv: Conversation, session: str
+) -> Binding | None:
+    """The session's binding when this tool-less request is the conversation of a text-based
+    script (proxy.replay.text_based); None for a side call, which binds and consumes nothing."""
+    masks = runtime.rules.masks
     binding = await runtime.sessions.script_for(
-        call.session,
+        session,
         conv,
-        headers.get("x-replay-trajectory"),
-        branch_point(headers.get(BRANCH_HEADER)),
+        request.headers.get("x-replay-trajectory"),
+        branch_point(request.headers.get(BRANCH_HEADER)),
+        fits=lambda script: belongs(conv, script, masks),
     )
+    return binding if binding.trajectory is not None else None
+
+
+async def _main(call: InFlight, binding: Binding | None) -> Response:
+    runtime, conv = call.runtime, call.conv
+    if binding is None:
+        headers = call.request.headers
+        binding = await runtime.sessions.script_for(
+            call.session,
+            conv,
+            headers.get("x-replay-trajectory"),
+            branch_point(headers.get(BRANCH_HEADER)),
+        )
     script, state = binding.trajectory, binding.state
     decision = decide(
         conv,

@@ -2,9 +2,10 @@
 
 Turn k is due when the request history holds exactly the first k scripted turns, matched by
 tool-call id (text-only turns by their text), and, where a turn opens a later exchange, the
-follow-up user messages the harness sent before it. It is derived from the history, never from a
-counter, so a retried or re-sent request gets the same turn again, and two concurrent requests
-with the same history get the same turn. A session that branches at turn K holds only the first K
+follow-up user messages the harness sent before it (in a text-based script the user messages
+between turns are observations instead: proxy.replay.text_based). It is derived from the history,
+never from a counter, so a retried or re-sent request gets the same turn again, and two concurrent
+requests with the same history get the same turn. A session that branches at turn K holds only the first K
 turns as its script: from there it goes live.
 
     Scripted(turn)   serve the turn
@@ -26,7 +27,7 @@ from proxy.replay.content import text_of
 from proxy.replay.conversation import Conversation, Reply, path_of
 from proxy.replay.difference import Difference, around, first_difference, first_mismatch, render
 from proxy.replay.ids import wire_id
-from proxy.replay.normalize import normalize
+from proxy.replay.normalize import normalize, prompt, squash
 from proxy.replay.splice import Insertion, plan_splice
 from proxy.replay.strict import StrictReplay
 from proxy.replay.trajectory import Trajectory, Turn
@@ -144,8 +145,9 @@ def decide(
     body: Any = None,
     branch: int | None = None,
 ) -> Decision:
-    """The decision for a main-lane request (tool-bearing, not a subagent's). `branch`: the
-    session replays only the first that many turns, then goes live."""
+    """The decision for a main-lane request (tool-bearing, or the tool-less request of a
+    text-based script's own conversation; never a subagent's). `branch`: the session replays only
+    the first that many turns, then goes live."""
     if script is None:
         return NO_SCRIPT
     if live_after_divergence:
@@ -155,8 +157,14 @@ def decide(
     if branch is not None and branch < len(turns):
         turns, done = turns[:branch], ForwardReason.BRANCHED
     total = len(turns)
-    held, divergence, replies = match_history(conv, turns, rules.masks)
-    seen = observe(conv, script, held, rules.masks) if divergence is None else NOTHING_SEEN
+    text_based = script.text_based
+    held, divergence, replies = match_history(conv, turns, rules.masks, text_based=text_based)
+    seen = NOTHING_SEEN
+    if divergence is None:
+        if text_based:
+            seen = observe_text(conv, turns, held, replies, rules.masks)
+        else:
+            seen = observe(conv, script, held, rules.masks)
     judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
     if divergence is None and seen.divergence is not None and judged:
         divergence = seen.divergence
@@ -187,23 +195,30 @@ def decide(
 
 
 def match_history(
-    conv: Conversation, turns: tuple[Turn, ...], masks: tuple[re.Pattern[str], ...] = ()
+    conv: Conversation,
+    turns: tuple[Turn, ...],
+    masks: tuple[re.Pattern[str], ...] = (),
+    *,
+    text_based: bool = False,
 ) -> tuple[int, Divergence | None, list[Reply]]:
     """How many scripted turns the history holds, the first disagreement if any, and the replies
     with each held turn in one piece (a Responses client may send a turn's calls apart, with
-    results between them). Assistant messages after the last scripted turn are the live part."""
+    results between them). Assistant messages after the last scripted turn are the live part.
+    In a text-based script the user messages between turns are observations, not follow-ups:
+    observe_text compares them."""
     replies = conv.replies
     out: list[Reply] = []
+    follow_ups = not text_based
     r = 0
     for i, turn in enumerate(turns):
         if r >= len(replies):
-            if turn.follow_up and out:  # the due turn opens an exchange: its prompt must match
+            if follow_ups and turn.follow_up and out:  # the due turn opens an exchange
                 divergence = _follow_up(conv, turn, out[-1], conv.message_count, masks)
                 if divergence is not None:
                     return i, divergence, out
             break
         reply = replies[r]
-        if turn.follow_up and out:
+        if follow_ups and turn.follow_up and out:
             divergence = _follow_up(conv, turn, out[-1], reply.position, masks)
             if divergence is not None:
                 return i, divergence, [*out, *replies[r:]]
@@ -260,6 +275,22 @@ def observe(
     return Observations(returned)
 
 
+def observe_text(
+    conv: Conversation,
+    turns: tuple[Turn, ...],
+    held: int,
+    replies: list[Reply],
+    masks: tuple[re.Pattern[str], ...],
+) -> Observations:
+    """A text-based script: the user messages after the newest held turn are its observation,
+    compared with the one recorded before the due turn (older ones were compared when they were
+    newest). Once the script is used up the session is live: nothing is compared."""
+    if held == 0 or held >= len(turns) or not turns[held].follow_up:
+        return NOTHING_SEEN
+    divergence = _follow_up(conv, turns[held], replies[held - 1], conv.message_count, masks, True)
+    return Observations((), divergence) if divergence is not None else NOTHING_SEEN
+
+
 def _output(text: str, masks: tuple[re.Pattern[str], ...]) -> Any:
     """Tool output as compared: JSON output by value, text with the masks applied."""
     stripped = text.strip()
@@ -308,7 +339,7 @@ def _compare(reply: Reply, turn: Turn, api: str) -> Difference | None:
             return Difference(
                 path_of(reply.calls_path), "no tool calls (a text-only turn)", render(ids)
             )
-        want, got = _squash(turn.text), _squash(reply.text)
+        want, got = squash(turn.text), squash(reply.text)
         if want != got:
             at = first_mismatch(want, got)
             return Difference(path_of((*reply.path, "content")), around(want, at), around(got, at))
@@ -337,22 +368,37 @@ def _compare(reply: Reply, turn: Turn, api: str) -> Difference | None:
 
 
 def _follow_up(
-    conv: Conversation, turn: Turn, answer: Reply, before: int, masks: tuple[re.Pattern[str], ...]
+    conv: Conversation,
+    turn: Turn,
+    answer: Reply,
+    before: int,
+    masks: tuple[re.Pattern[str], ...],
+    observation: bool = False,
 ) -> Divergence | None:
-    """The user messages between the previous exchange's answer and `before` must be the recorded
-    follow-up: the harness sends them itself, so they are compared, not spliced."""
+    """The user messages between the previous answer and `before` must be the recorded follow-up
+    (or, in a text-based script, the recorded observation): the harness sends them itself, so they
+    are compared, not spliced."""
     key = answer.path[0]  # messages | input
     got = [(pos, text) for pos, text in conv.users.items() if answer.end < pos < before]
-    want = [_prompt(text_of(u.content), masks) for u in turn.follow_up]
-    reason = (
-        f"the follow-up user message before scripted turn {turn.number} is not the recorded one"
-    )
+    want = [prompt(text_of(u.content), masks) for u in turn.follow_up]
+    number = turn.number
+    if observation:
+        kind, number = "observation", turn.number - 1  # numbered as tool results are: by their turn
+        reason = (
+            f"the observation after scripted turn {turn.number - 1} (the user message the "
+            "harness sent back) differs from the recorded one"
+        )
+    else:
+        kind = "follow-up"
+        reason = (
+            f"the follow-up user message before scripted turn {turn.number} is not the recorded one"
+        )
     if not got:
         difference = Difference(
             path_of((key, before)), render(want[0]), "nothing (no user message after the answer)"
         )
-        return Divergence(turn.number, reason, difference, "follow-up")
-    texts = [_prompt(text, masks) for _, text in got]
+        return Divergence(number, reason, difference, kind)
+    texts = [prompt(text, masks) for _, text in got]
     if len(texts) != len(want):  # a harness may join or split them: compare the whole prompt
         texts, want, got = [" ".join(texts)], [" ".join(want)], got[:1]
     for (pos, _), expected, sent in zip(got, want, texts, strict=True):
@@ -361,12 +407,8 @@ def _follow_up(
             difference = Difference(
                 path_of((key, pos, "content")), around(expected, at), around(sent, at)
             )
-            return Divergence(turn.number, reason, difference, "follow-up")
+            return Divergence(number, reason, difference, kind)
     return None
-
-
-def _prompt(text: str, masks: tuple[re.Pattern[str], ...]) -> str:
-    return _squash(normalize(text, masks, body=False))
 
 
 def _missing_tool(conv: Conversation, turn: Turn) -> Divergence | None:
@@ -378,11 +420,3 @@ def _missing_tool(conv: Conversation, turn: Turn) -> Divergence | None:
                 Difference("tools", f'a tool named "{call.name}"', render(list(conv.tools))),
             )
     return None
-
-
-_SPACE = re.compile(r"\s+")
-
-
-def _squash(text: str) -> str:
-    """Harnesses re-wrap and trim text they echo back; whitespace runs do not count."""
-    return _SPACE.sub(" ", text).strip()

@@ -10,6 +10,10 @@ docs/record-strict-diff.md):
 - Anthropic `cache_control` markers, which move to the newest message on every turn;
 - whatever the user masks with --mask REGEX (dates, temporary paths, ...): each match becomes
   <masked>.
+
+Prompts a harness sends itself (the task, a follow-up, a text observation) are compared as
+`prompt` text: masked, with whitespace runs squashed, since harnesses re-wrap and trim what they
+echo back.
 """
 
 from __future__ import annotations
@@ -39,6 +43,21 @@ def normalize(value: Any, masks: Sequence[re.Pattern[str]] = (), *, body: bool =
     if body and isinstance(value, dict):
         value = {k: v for k, v in value.items() if k not in VOLATILE_TOP_KEYS}
     return _walk(value, masks, ids, top=body)
+
+
+def prompt(text: str, masks: Sequence[re.Pattern[str]] = ()) -> str:
+    """Text as compared when the harness sends it itself: masked, whitespace runs squashed."""
+    for mask in masks:
+        text = mask.sub(MASK, text)
+    return squash(text)
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def squash(text: str) -> str:
+    """Harnesses re-wrap and trim text they echo back; whitespace runs do not count."""
+    return _SPACE.sub(" ", text).strip()
 
 
 def _walk(

@@ -1,7 +1,8 @@
 """The one internal model of a saved run: a Trajectory is a task plus a script of Turns.
 
 The script is one or more exchanges: each runs from a user prompt (the task, then each follow-up
-the user typed after an answer) to a text-only final answer.
+the user typed after an answer) to a text-only final answer. A script with no tool call at all is
+text-based: one exchange whose user messages between turns are the harness's observations.
 
 Every loader produces this, whatever the input format; the engine and the renderers read only this.
 Treat all of it as read-only. Only Trajectory is frozen: a large file makes tens of thousands of
@@ -88,6 +89,13 @@ class Trajectory:
     skipped: tuple[Note, ...] = ()
     dropped: tuple[Note, ...] = ()
     side: tuple[Recorded, ...] = ()  # a recording's exchanges outside the main lane
+    # no turn calls a tool: the harness calls its tools through text, and the user messages
+    # between turns are its observations (proxy.replay.text_based); read on every request
+    text_based: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        text_based = bool(self.turns) and not any(t.tool_calls for t in self.turns)
+        object.__setattr__(self, "text_based", text_based)
 
     @property
     def tool_call_count(self) -> int:
@@ -104,6 +112,7 @@ class Trajectory:
             "source": self.source,
             "format": self.format,
             "task": self.task,
+            "text_based": self.text_based,
             "exchanges": self.exchanges,
             "turns": [
                 {

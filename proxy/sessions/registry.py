@@ -7,6 +7,9 @@ Binding order, first that applies, once per session (it then sticks):
    other session has taken;
 4. unless --bind-on-task, the first --trajectory no session has taken yet.
 
+A tool-less request binds only a text-based script of its own conversation (same system prompt
+and task: proxy.replay.text_based); any other tool-less request binds and consumes nothing.
+
 A session may branch: replay only the first K turns of its script, then go live. K comes from
 the admin PUT, the request header `x-replay-turns`, or --replay-turns, and is fixed when the
 session binds; a request that asks for another K later is refused, and the state stays.
@@ -15,6 +18,7 @@ session binds; a request that asks for another K later is refused, and the state
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from proxy.errors import BadRequest, NotFound
@@ -85,13 +89,23 @@ class Sessions:
             )
 
     async def script_for(
-        self, session: str, conv: Conversation, wanted: str | None, branch: int | None = None
+        self,
+        session: str,
+        conv: Conversation,
+        wanted: str | None,
+        branch: int | None = None,
+        *,
+        fits: Callable[[Trajectory], bool] | None = None,
     ) -> Binding:
         """The session's script, binding one first if it has none. `branch`: the K the request
-        asks for (x-replay-turns)."""
+        asks for (x-replay-turns). `fits`: only a script it accepts is bound or returned (a
+        tool-less request takes part only in a text-based script of its own conversation)."""
         self.check_branch(branch)
         state = await self.store.get(session)
         if state is not None and state.script_digest is not None:
+            trajectory = await self.resolve(state)
+            if fits is not None and (trajectory is None or not fits(trajectory)):
+                return Binding(None, state)  # a side call of the session: its script is not asked
             if branch is not None and branch != state.replay_turns:
                 bound = (
                     "replays its whole script"
@@ -104,7 +118,6 @@ class Sessions:
                     "PUT its script again with ?turns=K)",
                     param=BRANCH_HEADER,
                 )
-            trajectory = await self.resolve(state)
             if state.task_match is None and trajectory is not None and trajectory.task is not None:
                 match = _same_task(trajectory.task, conv.task)  # an admin script, first request
 
@@ -115,7 +128,7 @@ class Sessions:
             return Binding(trajectory, state)
         if wanted is None and not self.library.files and not self.library.with_task(conv.task):
             return Binding(None, state)  # nothing it could be bound to (a plain pass-through)
-        trajectory, source = await self._choose(session, conv, wanted)
+        trajectory, source = await self._choose(session, conv, wanted, fits)
         if trajectory is None:
             return Binding(None, state)
         task_match = None if trajectory.task is None else _same_task(trajectory.task, conv.task)
@@ -148,7 +161,11 @@ class Sessions:
         return await self.library.find(state.script_name)
 
     async def _choose(
-        self, session: str, conv: Conversation, wanted: str | None
+        self,
+        session: str,
+        conv: Conversation,
+        wanted: str | None,
+        fits: Callable[[Trajectory], bool] | None,
     ) -> tuple[Trajectory | None, str]:
         if wanted is not None:
             if not is_valid_name(wanted):
@@ -161,8 +178,10 @@ class Sessions:
             if found is None:
                 where = self.library.folder or "the loaded trajectories (no --trajectory-dir)"
                 raise NotFound(f"x-replay-trajectory: no trajectory named {wanted!r} in {where}")
-            return found, "header"
+            return (found, "header") if fits is None or fits(found) else (None, "")
         same_task = self.library.with_task(conv.task)
+        if fits is not None:
+            same_task = [t for t in same_task if fits(t)]
         for candidate in same_task:
             if await self.store.claim(candidate.name, session) == session:
                 return candidate, "task"
@@ -170,6 +189,8 @@ class Sessions:
             return same_task[0], "task"
         if not self.bind_on_task:
             for candidate in self.library.files:
+                if fits is not None and not fits(candidate):
+                    continue
                 if await self.store.claim(candidate.name, session) == session:
                     return candidate, "unclaimed"
         return None, ""

@@ -52,6 +52,7 @@ def report(state: SessionState, trajectory: Trajectory | None) -> dict[str, Any]
             "task_match": state.task_match,
             "turns_total": state.turns_total,
             "exchanges": trajectory.exchanges if trajectory is not None else None,
+            "text_based": trajectory.text_based if trajectory is not None else None,
             "tool_calls": len(calls) if trajectory is not None else None,
             "skipped": [{"index": n.index, "reason": n.reason} for n in trajectory.skipped]
             if trajectory

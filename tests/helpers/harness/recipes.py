@@ -83,7 +83,24 @@ RECIPES = {
 }
 
 
+# mini-swe-agent in text mode: no tools; the action is a ```mswea_bash_command block in the answer,
+# and the output comes back as a user message (not in RECIPES: it has no tool to script)
+def mini_action(command: str, thought: str = "next step") -> str:
+    """An answer mini's text mode runs: a thought, then exactly one fenced command."""
+    return f"THOUGHT: {thought}.\n\n```mswea_bash_command\n{command}\n```"
+
+
+MINI_TEXT = Recipe(
+    "mini-text",
+    "",
+    lambda c: {"command": c},
+    {"text": mini_action("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "done")},
+)
+
+
 def install_name(recipe: str) -> str:
+    if recipe == "mini-text":
+        return "mini"
     return "agents" if recipe.startswith("agents") else recipe
 
 
@@ -189,7 +206,7 @@ def command(
             npm_config_offline="true",  # else it installs @opencode-ai/plugin from npm in the background
         )
         return [exe, "run", *extra_args, task], env
-    if recipe.name == "mini":
+    if recipe.name in ("mini", "mini-text"):
         env.update(
             MSWEA_CONFIGURED="true",
             MSWEA_GLOBAL_CONFIG_DIR=str(folder / "mswea"),
@@ -197,8 +214,11 @@ def command(
             MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT="3",
             LITELLM_LOCAL_MODEL_COST_MAP="True",  # else litellm fetches its price map from GitHub
         )
+        mode = ["-c", "mini.yaml"]
+        if recipe.name == "mini-text":
+            mode = ["-c", "mini_textbased.yaml", "--model-class", "litellm_textbased"]
         argv = [
-            exe, "--yolo", "--exit-immediately", "-m", "openai/agent-model", "-c", "mini.yaml",
+            exe, "--yolo", "--exit-immediately", "-m", "openai/agent-model", *mode,
             "-c", f"model.model_kwargs.api_base={base_v1}", "-c", "model.model_kwargs.api_key=sk-harness",
             "-c", "agent.step_limit=12", "-o", str(folder / "traj.json"), "-t", task,
         ]  # fmt: skip
@@ -321,7 +341,7 @@ def run(
 def finished_its_own_way(recipe: Recipe, result: Run, folder: Path) -> bool:
     if result.returncode != 0:
         return False
-    if recipe.name == "mini":  # mini exits 0 on its step limit too
+    if recipe.name in ("mini", "mini-text"):  # mini exits 0 on its step limit too
         info = json.loads((folder / "traj.json").read_text()).get("info", {})
         return bool(info.get("exit_status") == "Submitted")
     return True

@@ -65,7 +65,10 @@ def test_a_multi_turn_environment_puts_its_user_messages_in_the_output() -> None
         "<action>stand</action>."
     ]
     assert [turn.text for turn in t.turns] == ["<action>hit</action>"] * 2
-    assert [turn.exchange for turn in t.turns] == [1, 2]  # each answer is text: an exchange
+    # the actions are text (<action>...</action>): a text-based script, whose user messages
+    # between turns are the environment's observations
+    assert t.text_based
+    assert [turn.exchange for turn in t.turns] == [1, 1]
     [follow_up] = t.turns[1].follow_up
     assert isinstance(follow_up.content, str) and follow_up.content.startswith(
         "Your hand: [8, 5, 3] = 16"

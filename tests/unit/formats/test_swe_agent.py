@@ -64,11 +64,11 @@ def test_swe_agent_text_mode_leaves_the_demonstration_out_and_says_it_is_text_ba
     assert t.task is not None and t.task.startswith("We're currently solving the following issue")
     assert calls(t) == [[]] * 5  # the action is a ``` block in the text
     assert [turn.index for turn in t.turns] == [3, 5, 7, 9, 11]
-    assert [turn.exchange for turn in t.turns] == [1, 2, 3, 4, 5]  # as the chat rules read it
+    assert t.text_based and [turn.exchange for turn in t.turns] == [1] * 5
     assert "```\nopen tests/missing_colon.py\n```" in t.turns[1].text
+    assert [u.index for u in t.turns[1].follow_up] == [4]  # the observation of turn 1
     skipped = notes(t)
-    assert "demonstration" in skipped[1]
-    assert "text-action mode" in skipped[3]
+    assert set(skipped) == {1} and "demonstration" in skipped[1]
 
 
 def test_swe_agent_parallel_calls_and_thinking_blocks() -> None:
@@ -190,16 +190,17 @@ def test_mini_messages_lose_extra_and_keep_what_the_model_was_sent() -> None:
     }
 
 
-def test_mini_text_based_run_is_read_as_text_turns() -> None:
+def test_mini_text_based_run_is_read_as_a_text_based_script() -> None:
     t = read(mini_swe_agent.READER, doc("mini-swe-agent/textbased.traj.json"))
+    assert t.text_based and t.exchanges == 1
     assert calls(t) == [[], [], []]
     assert [turn.index for turn in t.turns] == [2, 5, 7]
     assert t.turns[0].reasoning == "Start by looking around."
     assert "```mswea_bash_command\nls -a\n```" in t.turns[0].text
     assert [u.index for u in t.turns[1].follow_up] == [3, 4]  # the output, then the format error
     skipped = notes(t)
-    assert "text-based model" in skipped[2] and "FormatError" in skipped[4]
-    assert "the end of the run" in skipped[8]
+    assert set(skipped) == {4, 8}
+    assert "FormatError" in skipped[4] and "the end of the run" in skipped[8]
 
 
 def test_mini_responses_model_reads_the_response_objects() -> None:
@@ -217,8 +218,8 @@ def test_mini_1x_reasoning_comes_from_the_raw_response_and_the_end_is_left_out()
     assert [turn.index for turn in t.turns] == [2, 4, 6, 8]  # 1.x keeps the rejected answer (4)
     assert t.turns[0].reasoning == "Start by listing the repository."
     assert "two at once" in t.turns[1].text
+    assert t.text_based
     skipped = notes(t)
-    assert "text-based model" in skipped[2]
     assert "the end of the run" in skipped[9]  # the submission, recorded as a user message
     assert not [u for turn in t.turns for u in turn.follow_up if u.index == 9]
 
@@ -227,7 +228,7 @@ def test_mini_1x_run_that_crashed_keeps_its_last_message() -> None:
     run = doc("mini-swe-agent/v1.traj.json")
     run["info"].update(exit_status="RuntimeError", submission="boom")
     kept = notes(read(mini_swe_agent.READER, run))[9]  # read by the chat rules, not left out
-    assert kept.startswith("a follow-up after the last answer")
+    assert kept.startswith("the observation of the last turn")
 
 
 def test_mini_run_replayed_by_the_proxy_gives_back_its_script() -> None:
