@@ -80,7 +80,7 @@ def trajectory_from_recording(
     turns = []
     at = 0
     for turn in t.turns:
-        key = tuple(c.id for c in turn.tool_calls) or ("text", turn.text)
+        key = tuple(c.id for c in turn.tool_calls) or ("text", squash(turn.text))
         found = next((k for k in range(at, len(steps)) if keys[k] == key), None)
         if found is None:
             turns.append(turn)
@@ -159,7 +159,7 @@ def _ids(message: dict[str, Any]) -> tuple[str, ...]:
     if ids:
         return ids  # type: ignore[return-value]
     content = message.get("content")
-    return ("text", content if isinstance(content, str) else "")
+    return ("text", squash(content) if isinstance(content, str) else "")  # echoed back re-wrapped
 
 
 def _with_recorded_answers(conversation: list[Any], steps: list[dict[str, Any]]) -> list[Any]:
