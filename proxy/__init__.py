@@ -20,7 +20,9 @@ The words used throughout:
 - session: one agent run, keyed by a session header or a fingerprint of the conversation.
 - turn: one scripted assistant message; when a request's history holds the first k turns, turn
   k+1 is due, so a retried request gets the same turn again.
-- lane: main (requests with tools take turns), toolless and subagent (never take a turn).
+- lane: main (requests with tools take turns), toolless and subagent (never take a turn); a
+  tool-less request of a text-based script's own conversation (a harness that calls its tools
+  through text) is main.
 - divergence: a history that disagrees with the script; strict mode makes every difference one.
 - live: forwarded to the real LLM, once the script is used up or the session diverged.
 """

@@ -96,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--on-observation-divergence",
         choices=[p.value for p in ObservationPolicy],
-        help="when a tool result differs from the recorded one (default warn)",
+        help="when a tool result (in a text-based script, an observation) differs from the "
+        "recorded one (default warn)",
     )
     serve.add_argument(
         "--after-script",

@@ -59,6 +59,11 @@ def report(t: Trajectory, written: Path) -> list[str]:
     lines = [
         f"{t.source} ({t.format}) -> {written}: {len(t.turns)} turns in {exchanges}, "
         f"{t.tool_call_count} tool calls, {len(t.tool_outputs)} tool outputs"
+        + (
+            ", text-based (the user messages between turns are observations)"
+            if t.text_based
+            else ""
+        )
     ]
     lines += [f"  left out {n.index}: {n.reason}" for n in (*t.skipped, *t.dropped)]
     return lines

@@ -3,6 +3,7 @@
 trajectory.py    the one model of a saved run: turns, tool calls, what was skipped and why
 conversation.py  what the engine knows of an incoming request, whatever API it came through
 engine.py        decide(): which turn is due, a divergence, or going live
+text_based.py    scripts of harnesses that call tools through text: which tool-less request is theirs
 splice.py        the trajectory's later user messages, put into live requests where they stood
 strict.py        strict replay: a request compared with the recorded one, a miss explained
 normalize.py     what may differ between two runs (ids, argument JSON, masks) made equal

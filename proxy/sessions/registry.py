@@ -300,7 +300,7 @@ def _event(session: str, lane: str, decision: Decision | None, now: float) -> Ev
         if decision.divergence is not None:
             detail = f"diverged, live: {decision.divergence.describe()}"
     if decision is not None and decision.observations.divergence is not None:
-        detail = f"{detail}; tool result differs: {decision.observations.divergence.difference.path}".lstrip(
+        detail = f"{detail}; observation differs: {decision.observations.divergence.difference.path}".lstrip(
             "; "
         )
     return {

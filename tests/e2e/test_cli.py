@@ -77,20 +77,42 @@ def test_check_json_and_reports_every_skip(tmp_path: Path) -> None:
     )
     text = run("check", str(path))
     out = text.stdout
-    assert "chat, 2 turns in 2 exchanges, 0 tool calls" in out
+    # no tool call anywhere: text-based, so the user messages between turns are observations
+    assert "chat, 2 turns in 1 exchange, 0 tool calls" in out
+    assert "  text-based: no turn calls a tool" in out
     assert "skipped message 1: empty assistant message" in out
     assert (
         "dropped message 3: assistant message right after the text-only turn (message 2) with no "
         "user message between" in out
     )
-    assert "user message 4 opens exchange 2 (the harness sends it; compared, not spliced)" in out
-    assert "skipped message 6: a follow-up after the last answer, with no recorded answer" in out
+    assert "user message 4 is the observation of turn 1 (the harness sends it" in out
+    assert "skipped message 6: the observation of the last turn, with no recorded answer" in out
     described = json.loads(run("check", "--json", str(path)).stdout)
-    assert described[0]["exchanges"] == 2
-    assert [t["exchange"] for t in described[0]["turns"]] == [1, 2]
+    assert described[0]["text_based"] is True and described[0]["exchanges"] == 1
+    assert [t["exchange"] for t in described[0]["turns"]] == [1, 1]
     assert described[0]["turns"][1]["follow_up"] == [4]
     assert described[0]["turns"][0]["final"] is True
     assert described[0]["skipped"][0] == {"index": 1, "reason": "empty assistant message"}
+
+    # with a tool call, a user message after a text answer opens the next exchange
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    path.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "task"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                {"role": "assistant", "content": "done"},
+                {"role": "user", "content": "again?"},
+                {"role": "assistant", "content": "done again"},
+                {"role": "user", "content": "thanks"},
+            ]
+        )
+    )
+    out = run("check", str(path)).stdout
+    assert "chat, 3 turns in 2 exchanges, 1 tool calls" in out and "text-based" not in out
+    assert "user message 4 opens exchange 2 (the harness sends it; compared, not spliced)" in out
+    assert "skipped message 6: a follow-up after the last answer, with no recorded answer" in out
 
 
 def test_check_exits_1_with_file_and_index_on_a_bad_file(tmp_path: Path) -> None:
@@ -222,14 +244,16 @@ def test_convert_writes_chat_json_and_says_what_it_left_out(tmp_path: Path) -> N
     out = tmp_path / "out"
     result = run("convert", str(source), str(TRAJ), "-o", str(out))
     assert result.returncode == 0, result.stderr
-    assert f"{source} (chat) -> {out}/talk.json: 2 turns in 2 exchanges, 0 tool calls" in (
-        result.stdout
+    assert (
+        f"{source} (chat) -> {out}/talk.json: 2 turns in 1 exchange, 0 tool calls, 0 tool outputs, "
+        "text-based (the user messages between turns are observations)" in result.stdout
     )
     assert "  left out 2: assistant message right after the text-only turn" in result.stdout
     assert (out / "greeting.json").is_file()
     written = json.loads((out / "talk.json").read_text())
     assert [m["role"] for m in written] == ["user", "assistant", "user", "assistant"]
-    assert json.loads(run("check", "--json", str(out / "talk.json")).stdout)[0]["exchanges"] == 2
+    reloaded = json.loads(run("check", "--json", str(out / "talk.json")).stdout)[0]
+    assert reloaded["text_based"] and [t["follow_up"] for t in reloaded["turns"]] == [[], [2]]
     one = run("convert", str(source), "-o", str(tmp_path / "one.json"))
     assert one.returncode == 0 and (tmp_path / "one.json").is_file()
     two = run("convert", str(source), str(TRAJ), "-o", str(tmp_path / "two.json"))
