@@ -5,8 +5,8 @@ tool-call id (text-only turns by their text), and, where a turn opens a later ex
 follow-up user messages the harness sent before it (in a text-based script the user messages
 between turns are observations instead: proxy.replay.text_based). It is derived from the history,
 never from a counter, so a retried or re-sent request gets the same turn again, and two concurrent
-requests with the same history get the same turn. A session that branches at turn K holds only the first K
-turns as its script: from there it goes live.
+requests with the same history get the same turn. A session that branches at turn K holds only the
+first K turns as its script: from there it goes live.
 
     Scripted(turn)   serve the turn
     Forward(reason)  send upstream (with the splice, once the script is used up)

@@ -146,8 +146,11 @@ class Sessions:
                 )
 
         state = await self.store.update(session, bind, now=time.time())
-        if state.script_digest != trajectory.digest:
-            return Binding(await self.resolve(state), state)
+        if state.script_digest != trajectory.digest:  # a concurrent request bound another one
+            other = await self.resolve(state)
+            if fits is not None and (other is None or not fits(other)):
+                return Binding(None, state)
+            return Binding(other, state)
         return Binding(trajectory, state)
 
     async def resolve(self, state: SessionState) -> Trajectory | None:
