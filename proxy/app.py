@@ -18,6 +18,7 @@ from proxy import logs
 from proxy.config import Settings
 from proxy.errors import BadRequest, NotFound, ProxyError
 from proxy.http import admin, health, ui
+from proxy.http.faults import quiet_cuts
 from proxy.http.front import Front, answer_error, unexpected
 from proxy.metrics import Metrics
 from proxy.recording.dumper import Dumper
@@ -40,6 +41,7 @@ def create_app(
     library: Library | None = None,
 ) -> Front:
     """Trajectories are loaded here, not in the lifespan, so a bad file fails before binding."""
+    quiet_cuts()
     if library is None:
         library = Library.load(settings.trajectory, settings.trajectory_dir)
     store = store if store is not None else open_store(settings.store)
@@ -76,6 +78,7 @@ def create_app(
             bind_on_task=settings.bind_on_task,
             replay_turns=settings.replay_turns,
             strict=settings.mode is Mode.STRICT,
+            faults=settings.faults(),
         ),
         upstream=upstream,
         rules=rules,

@@ -104,6 +104,14 @@ def _parser() -> argparse.ArgumentParser:
         choices=[a.value for a in AfterScript],
         help="when the script is used up: go live (default) or stop with a final text turn",
     )
+    serve.add_argument(
+        "--fault",
+        metavar="TURN:KIND[:SECONDS]",
+        action="append",
+        help="inject a fault at a scripted turn of every session: KIND is 429, 500, 503 (an "
+        "error SDKs retry; SECONDS: its retry-after, default 1), drop, stall:SECONDS or "
+        "delay:SECONDS (repeatable; docs/resilience.md)",
+    )
     serve.add_argument("--record-dir", metavar="DIR", type=Path, help="record every exchange here")
     serve.add_argument("--dump-dir", metavar="DIR", type=Path, help="dump live completions here")
     serve.add_argument(

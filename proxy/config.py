@@ -16,6 +16,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from proxy.replay.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
+from proxy.replay.faults import Fault, FaultError, parse_flag
 
 DEFAULT_SESSION_HEADERS = (
     "x-session-affinity",
@@ -59,6 +60,7 @@ class Settings(BaseSettings):
     mode: Mode = Mode.RESUME
     replay_turns: int | None = Field(default=None, ge=0)  # every session branches at turn K
     mask: Annotated[tuple[str, ...], NoDecode] = ()
+    fault: Annotated[tuple[str, ...], NoDecode] = ()  # TURN:KIND[:SECONDS], every session
     record_dir: Path | None = None
     dump_dir: Path | None = None
     admin_token: SecretStr | None = None
@@ -77,7 +79,7 @@ class Settings(BaseSettings):
     keep_alive_timeout: float = Field(default=120.0, gt=0)
     shutdown_timeout: float = Field(default=30.0, ge=0)  # SIGTERM: how long answers may finish
 
-    @field_validator("trajectory", "session_header", "subagent_header", mode="before")
+    @field_validator("trajectory", "session_header", "subagent_header", "fault", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -101,6 +103,20 @@ class Settings(BaseSettings):
             except re.error as exc:
                 raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
         return value
+
+    @field_validator("fault")
+    @classmethod
+    def _faults(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for spec in value:
+            try:
+                parse_flag(spec)
+            except FaultError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    def faults(self) -> tuple[Fault, ...]:
+        """The --fault plan, parsed."""
+        return tuple(parse_flag(spec) for spec in self.fault)
 
     @field_validator("session_header")
     @classmethod

@@ -9,6 +9,7 @@
     ├── PayloadTooLarge         413  body over the configured limit
     ├── ClientClosedRequest     499  the client left (or its body broke off) before the body ended
     ├── StoreUnavailable        503  the session store (SQLite, Redis) cannot be reached
+    ├── InjectedFault           429, 500, 503 on purpose (--fault): the one error SDKs may retry
     └── UpstreamError
         ├── NoUpstream          503  no --upstream configured, so nothing can be forwarded
         ├── UpstreamUnreachable 502  refused, DNS, TLS certificate, forward proxy, closed unanswered
@@ -19,7 +20,8 @@
 
 Replay errors use 404 on purpose: it is the one status every harness we tested stops on at once
 (400 makes mini-swe-agent retry for minutes, 5xx and 429 make every SDK retry). Every response the
-proxy makes itself carries `x-should-retry: false`, which the OpenAI and Anthropic SDKs honour.
+proxy makes itself carries `x-should-retry: false`, which the OpenAI and Anthropic SDKs honour,
+except a fault injected on purpose, which is there to be retried.
 """
 
 from __future__ import annotations
@@ -128,6 +130,16 @@ class UpstreamTimeout(UpstreamError):
     code = "upstream_timeout"
 
 
+class InjectedFault(ProxyError):
+    """An error injected at a scripted turn (proxy.replay.faults): shaped as the real API's, and
+    retryable."""
+
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message, **extra)
+        self.status = status
+        self.type, self.code = _INJECTED_TYPES.get(status, ("server_error", "server_error"))
+
+
 class LoadError(ValueError):
     """A trajectory that cannot be loaded. `index` is the message (or line) index in the file."""
 
@@ -140,6 +152,10 @@ class LoadError(ValueError):
 
 
 PROXY_HEADERS = {"x-should-retry": "false"}
+_INJECTED_TYPES = {
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+    503: ("server_error", "overloaded"),
+}
 
 
 ANTHROPIC_TYPES = {
@@ -148,14 +164,19 @@ ANTHROPIC_TYPES = {
     403: "permission_error",
     404: "not_found_error",
     413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
     502: "api_error",
     503: "api_error",
     504: "timeout_error",
 }
 
 
-def error_response(error: ProxyError, *, anthropic: bool = False) -> Response:
-    """OpenAI-shaped; Anthropic-shaped on the Messages API, whose clients parse that form."""
+def error_response(
+    error: ProxyError, *, anthropic: bool = False, headers: dict[str, str] | None = None
+) -> Response:
+    """OpenAI-shaped; Anthropic-shaped on the Messages API, whose clients parse that form.
+    `headers` replace the x-should-retry: false every other error carries."""
     body = error.body()
     if anthropic:
         inner = {**body["error"], "type": ANTHROPIC_TYPES.get(error.status, "api_error")}
@@ -164,5 +185,5 @@ def error_response(error: ProxyError, *, anthropic: bool = False) -> Response:
         orjson.dumps(body),
         status_code=error.status,
         media_type="application/json",
-        headers=PROXY_HEADERS,
+        headers=PROXY_HEADERS if headers is None else headers,
     )

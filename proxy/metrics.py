@@ -38,6 +38,10 @@ DIVERGENCES = (
     "replay_proxy_divergences",
     "Requests whose history, request or tool result differed from the script, by kind",
 )
+FAULTS = (
+    "replay_proxy_faults_injected",
+    "Faults injected at a scripted turn (--fault, admin API), by kind",
+)
 UPSTREAM_SECONDS = ("replay_proxy_upstream_seconds", "Upstream time to the last byte")
 UPSTREAM_TTFB = ("replay_proxy_upstream_ttfb_seconds", "Upstream time to the first byte")
 REQUEST_LABELS = ["api", "lane", "source", "status"]
@@ -74,6 +78,7 @@ class Metrics:
     def __init__(self) -> None:
         self.requests: dict[RequestKey, int] = {}
         self.divergences: dict[str, int] = {}
+        self.faults: dict[str, int] = {}
         self.timings: dict[str, tuple[Timing, Timing]] = {}  # api -> (to last byte, to first)
         self.files = Files() if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else None
 
@@ -87,6 +92,11 @@ class Metrics:
         self.divergences[kind] = self.divergences.get(kind, 0) + 1
         if self.files is not None:
             self.files.divergences.labels(kind).inc()
+
+    def fault(self, kind: str) -> None:
+        self.faults[kind] = self.faults.get(kind, 0) + 1
+        if self.files is not None:
+            self.files.faults.labels(kind).inc()
 
     def upstream(self, api: str, started: float, first_byte: float | None, finished: float) -> None:
         timings = self.timings.get(api)
@@ -125,6 +135,10 @@ class Metrics:
         for kind, count in self.divergences.items():
             divergences.add_metric([kind], count)
         yield divergences
+        faults = CounterMetricFamily(*FAULTS, labels=["kind"])
+        for kind, count in self.faults.items():
+            faults.add_metric([kind], count)
+        yield faults
         for index, (name, documentation) in enumerate((UPSTREAM_SECONDS, UPSTREAM_TTFB)):
             histogram = HistogramMetricFamily(name, documentation, labels=["api"])
             for api, timings in self.timings.items():
@@ -139,6 +153,7 @@ class Files:
     def __init__(self) -> None:
         self.requests = Counter(*REQUESTS, REQUEST_LABELS, registry=None)
         self.divergences = Counter(*DIVERGENCES, ["kind"], registry=None)
+        self.faults = Counter(*FAULTS, ["kind"], registry=None)
         self.upstream_seconds = Histogram(
             *UPSTREAM_SECONDS, ["api"], buckets=LATENCY, registry=None
         )

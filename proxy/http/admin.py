@@ -1,4 +1,5 @@
-"""The admin API: /replay/sessions. A Bearer token is required when --admin-token is set."""
+"""The admin API: /replay/sessions (and each session's /faults). A Bearer token is required when
+--admin-token is set."""
 
 from __future__ import annotations
 
@@ -6,13 +7,16 @@ import hmac
 import time
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Depends, Request, Response
 
 from proxy.errors import BadRequest, Forbidden, LoadError, NotFound, Unauthorized
 from proxy.http.body import read_body
 from proxy.names import is_valid_name
+from proxy.replay.faults import FaultError, parse_plan
 from proxy.runtime import Runtime
 from proxy.sessions.registry import branch_point
+from proxy.sessions.status import faults
 from proxy.store.state import SessionState
 
 
@@ -117,3 +121,48 @@ async def delete_session(request: Request, session: str) -> Response:
     if not await _runtime(request).store.delete(_session_id(session)):
         raise NotFound(f"no session {session!r}")
     return Response(status_code=204)
+
+
+@router.get("/sessions/{session}/faults")
+async def get_faults(request: Request, session: str) -> dict[str, Any]:
+    """The session's fault plan (its own, else the --fault plan), with what has fired."""
+    runtime = _runtime(request)
+    state = await runtime.store.get(_session_id(session))
+    if state is None:
+        state = SessionState(id=session, created=0.0, last_seen=0.0)  # not seen yet: the flag's
+    return {"session": session, **faults(state, runtime.sessions.fault_plan(state))}
+
+
+@router.put("/sessions/{session}/faults")
+async def put_faults(request: Request, session: str) -> dict[str, Any]:
+    """Set the session's own fault plan: a JSON list of {"turn", "kind", "times", "seconds"}. It
+    replaces the --fault plan for this session, and counts from zero."""
+    runtime = _runtime(request)
+    session = _session_id(session)
+    data = await read_body(request, runtime.settings.max_body_bytes)
+    try:
+        plan = parse_plan(orjson.loads(data))
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(
+            f"the faults were not accepted, the old ones stay: not JSON: {exc}"
+        ) from None
+    except FaultError as exc:
+        raise BadRequest(f"the faults were not accepted, the old ones stay: {exc}") from None
+    return await _set_faults(runtime, session, [f.model_dump(mode="json") for f in plan])
+
+
+@router.delete("/sessions/{session}/faults", status_code=204)
+async def delete_faults(request: Request, session: str) -> Response:
+    """No faults for this session, the --fault plan's included."""
+    runtime = _runtime(request)
+    await _set_faults(runtime, _session_id(session), [])
+    return Response(status_code=204)
+
+
+async def _set_faults(runtime: Runtime, session: str, plan: list[dict[str, Any]]) -> dict[str, Any]:
+    def change(s: SessionState) -> None:
+        s.faults = plan
+        s.faults_fired = [0] * len(plan)
+
+    state = await runtime.store.update(session, change, now=time.time())
+    return {"session": session, **faults(state, runtime.sessions.fault_plan(state))}

@@ -16,13 +16,15 @@ from starlette.responses import Response
 
 from proxy.apis import ANTHROPIC, Api
 from proxy.apis.chat import chat_message
-from proxy.errors import NotFound, ProxyError, ReplayDiverged, error_response
+from proxy.errors import InjectedFault, NotFound, ProxyError, ReplayDiverged, error_response
 from proxy.http.answers import JSON, SSE, own_headers, rendered
+from proxy.http.faults import fault_error, faulted
 from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
 from proxy.recording.tap import Tap, dump_record
 from proxy.replay.conversation import Conversation, Lane, session_id
 from proxy.replay.engine import Diverged, Forward, Scripted, Stop, decide
+from proxy.replay.faults import Fault, Kind
 from proxy.replay.text_based import belongs
 from proxy.replay.trajectory import Trajectory, Turn
 from proxy.runtime import Runtime
@@ -95,7 +97,7 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
             )
             call.done("recorded", "-", response.status_code)
             return response
-        state = await runtime.sessions.record(session, lane, None)
+        state, _ = await runtime.sessions.record(session, lane, None)
         return await _forward(call, state.prefix_messages, "-")
     return await _main(call, binding)
 
@@ -135,7 +137,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         body=call.body if runtime.strict else None,
         branch=state.replay_turns if state is not None else None,
     )
-    state = await runtime.sessions.record(
+    state, fault = await runtime.sessions.record(
         call.session, call.lane, decision, messages=conv.message_count
     )
     observed = decision.observations.divergence
@@ -153,7 +155,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         # answered here, not raised: front.answer_error would count it a second time, as an error
         return error_response(error, anthropic=call.api is ANTHROPIC)
     if isinstance(decision, Scripted | Stop):
-        return _answer(call, decision, script)
+        return await _answer(call, decision, script, fault)
     assert isinstance(decision, Forward)
     if decision.divergence is not None:
         runtime.metrics.diverged(decision.divergence.kind)
@@ -239,7 +241,9 @@ def _diverged(session: str, script: Trajectory | None, decision: Diverged) -> Re
     )
 
 
-def _answer(call: InFlight, decision: Scripted | Stop, script: Trajectory | None) -> Response:
+async def _answer(
+    call: InFlight, decision: Scripted | Stop, script: Trajectory | None, fault: Fault | None
+) -> Response:
     conv, api = call.conv, call.api
     if isinstance(decision, Stop):
         turn = Turn(decision.total + 1, -1, STOP_TEXT.format(total=decision.total), None, ())
@@ -247,7 +251,14 @@ def _answer(call: InFlight, decision: Scripted | Stop, script: Trajectory | None
     else:
         turn = decision.turn
         label, source = f"{turn.number}/{decision.total}", "scripted"
+    if fault is not None:
+        call.runtime.metrics.fault(fault.kind.value)
+        log.info("session=%s turn %s: fault %s injected", call.session, label, fault.label)
+        if fault.kind.status is not None:
+            return await _fault_error(call, fault, label)
     headers = own_headers(call.headers, source.encode(), (b"x-replay-turn", label.encode()))
+    if fault is not None:
+        headers.append((b"x-replay-fault", fault.label.encode()))
     key = f"replay-{script.digest[:12] if script else 'none'}-{turn.number}"
     recorded = turn.recorded
     if recorded is not None and (recorded.stream, recorded.status, recorded.api) == (
@@ -263,14 +274,39 @@ def _answer(call: InFlight, decision: Scripted | Stop, script: Trajectory | None
     else:
         parts = [api.whole(turn, conv, call.body, key)]
         content_type = JSON
-    call.done(source, label, 200)
+    cut = fault is not None and fault.kind is Kind.DROP
+    call.done("fault" if cut else source, label, 200)
     on_complete = None
     tap = call.tap
-    if tap is not None:
+    if tap is not None and cut:
+        await tap.error(InjectedFault(200, f"fault injected at turn {label}: drop"), "fault")
+    elif tap is not None:
         tap.exchange.source = "scripted"
         message = chat_message(turn)
 
         async def on_complete() -> None:
             await tap.rendered(parts, stream=conv.stream, message=message, turn=label)
 
+    if fault is not None:
+        return await faulted(
+            fault, parts, headers, content_type=content_type, on_complete=on_complete
+        )
     return rendered(parts, headers, content_type=content_type, on_complete=on_complete)
+
+
+async def _fault_error(call: InFlight, fault: Fault, label: str) -> Response:
+    """429, 500 or 503 instead of the turn: the harness retries, and gets the same turn."""
+    headers = [
+        *call.headers,
+        (b"x-replay-source", b"fault"),
+        (b"x-replay-turn", label.encode()),
+        (b"x-replay-fault", fault.label.encode()),
+    ]
+    where = f"turn {label} of session {call.session}"
+    response, error = fault_error(
+        fault, anthropic=call.api is ANTHROPIC, where=where, headers=headers
+    )
+    call.done("fault", label, error.status)
+    if call.tap is not None:
+        await call.tap.error(error, "fault")
+    return response

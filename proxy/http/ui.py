@@ -32,6 +32,7 @@ COLORS = {
     "stop": "#6a1b9a",
     "diverged": "#c62828",
     "error": "#4e342e",
+    "fault": "#ef6c00",
 }
 PHASES = ("replaying", "served", "stopped", "live", "diverged", "unscripted")
 
@@ -98,6 +99,10 @@ def _row(state: SessionState, events: list[Event]) -> str:
     forwarded = (
         ", ".join(f"{escape(k)} {v}" for k, v in sorted(state.forwarded.items()) if v) or "—"
     )
+    injected = ""
+    if state.injected:
+        latest = ", ".join(f"{i['kind']} at turn {i['turn']}" for i in state.injected[-5:])
+        injected = f"<br>faults injected: {len(state.injected)} ({escape(latest)})"
     problem = ""
     if state.divergence is not None:
         problem = f'<div class="problem">turn {state.divergence.get("turn")}: {escape(str(state.divergence.get("path") or ""))}</div>'
@@ -109,7 +114,7 @@ def _row(state: SessionState, events: list[Event]) -> str:
         f"<td>{script}</td>"
         f'<td><div class="bar"><div class="fill" style="width:{percent}%"></div></div>'
         f"<small>{served}/{total} turns · {state.scripted_responses} scripted answers{branch}</small></td>"
-        f"<td><small>forwarded: {forwarded}<br>errors: {state.errors}</small></td>"
+        f"<td><small>forwarded: {forwarded}<br>errors: {state.errors}{injected}</small></td>"
         f'<td class="timeline">{chips}</td>'
         "</tr>"
     )

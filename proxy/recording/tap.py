@@ -119,10 +119,11 @@ class Tap:
         x.ttfb_ms = x.duration_ms = self._ms(time.perf_counter())
         await self._record()
 
-    async def error(self, error: ProxyError) -> None:
-        """The exchange got an error the proxy made: recorded with it, as source `error`."""
+    async def error(self, error: ProxyError, source: str = "error") -> None:
+        """The exchange got an error the proxy made (or a fault it injected, source `fault`):
+        recorded with it."""
         x = self.exchange
-        x.source, x.status, x.response, x.error = "error", error.status, error.body(), error.message
+        x.source, x.status, x.response, x.error = source, error.status, error.body(), error.message
         x.content_type = "application/json"
         x.duration_ms = self._ms(time.perf_counter())
         await self._record()

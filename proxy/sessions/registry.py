@@ -33,6 +33,7 @@ from proxy.replay.engine import (
     Scripted,
     Stop,
 )
+from proxy.replay.faults import Fault, due, parse_plan
 from proxy.replay.trajectory import Trajectory
 from proxy.sessions.library import Library
 from proxy.sessions.status import report
@@ -73,12 +74,20 @@ class Sessions:
         bind_on_task: bool,
         replay_turns: int | None = None,
         strict: bool = False,
+        faults: tuple[Fault, ...] = (),
     ) -> None:
         self.store = store
         self.library = library
         self.bind_on_task = bind_on_task
         self.replay_turns = replay_turns  # --replay-turns: the branch point of every session
         self.strict = strict
+        self.faults = faults  # --fault: the plan of every session without its own
+
+    def fault_plan(self, state: SessionState) -> tuple[Fault, ...]:
+        """The session's own plan (admin API), else the --fault plan."""
+        if state.faults is None:
+            return self.faults
+        return parse_plan(state.faults)
 
     def check_branch(self, branch: int | None, where: str = BRANCH_HEADER) -> None:
         if branch is not None and self.strict:
@@ -201,16 +210,19 @@ class Sessions:
     async def status(self, state: SessionState) -> dict[str, Any]:
         """The exact status of a session, as the admin API reports it."""
         trajectory = await self.resolve(state) if state.script_digest is not None else None
-        return report(state, trajectory)
+        return report(state, trajectory, self.fault_plan(state))
 
     async def record(
         self, session: str, lane: Lane, decision: Decision | None, *, messages: int = 0
-    ) -> SessionState:
-        """Count what a request got. `decision` is None for requests outside the main lane;
-        `messages` is the request's message count (the replay/live boundary for dumps)."""
+    ) -> tuple[SessionState, Fault | None]:
+        """Count what a request got, and fire the fault planned for its turn, if one is left.
+        `decision` is None for requests outside the main lane; `messages` is the request's
+        message count (the replay/live boundary for dumps)."""
         now = time.time()
+        fired: list[Fault] = []
 
         def change(s: SessionState) -> None:
+            fired.clear()  # a store may run the change again (a Redis transaction retried)
             if decision is None or isinstance(decision, Forward):
                 s.forwarded[str(lane)] = s.forwarded.get(str(lane), 0) + 1
             if decision is None:
@@ -224,6 +236,11 @@ class Sessions:
                 if s.observation is None:
                     s.observation = {**observed.as_dict(), "at": now}
             if isinstance(decision, Scripted):
+                fault = _fire(s, self.fault_plan(s), decision.turn.number, now)
+                if fault is not None:
+                    fired.append(fault)
+                    if not fault.serves:
+                        return  # the turn was not served: the request gets the fault instead
                 s.scripted_responses += 1
                 s.turns_served = max(s.turns_served, decision.turn.number)
             elif isinstance(decision, Stop):
@@ -241,8 +258,14 @@ class Sessions:
                     s.live_reason = str(ForwardReason.DIVERGED)  # live for good from here
                     _note_divergence(s, decision.divergence, now)
 
-        event = _event(session, lane, decision, now)
-        return await self.store.update(session, change, now=now, event=event)
+        def event(s: SessionState) -> Event:
+            if fired and isinstance(decision, Scripted):
+                turn = f"{decision.turn.number}/{decision.total}"
+                return _entry(session, lane, "fault", turn, f"{fired[0].label} injected", now)
+            return _event(session, lane, decision, now)
+
+        state = await self.store.update(session, change, now=now, event=event)
+        return state, fired[0] if fired else None
 
     async def use_recorded(self, session: str, candidates: list[str]) -> str | None:
         """Strict mode: take the first candidate exchange not yet used to answer this session."""
@@ -289,6 +312,33 @@ class Sessions:
         await self.store.update(session, change, now=now, event=event)
 
 
+def _fire(s: SessionState, plan: tuple[Fault, ...], turn: int, now: float) -> Fault | None:
+    """The fault this request of turn `turn` gets, counted; None when none is left."""
+    index = due(plan, s.faults_fired, turn)
+    if index is None:
+        return None
+    if len(s.faults_fired) < len(plan):
+        s.faults_fired.extend([0] * (len(plan) - len(s.faults_fired)))
+    s.faults_fired[index] += 1
+    s.injected.append({"turn": turn, "kind": plan[index].label, "at": now})
+    del s.injected[:-INJECTED_KEPT]
+    return plan[index]
+
+
+INJECTED_KEPT = 200  # a session's status lists its latest injections
+
+
+def _entry(session: str, lane: str, source: str, turn: str, detail: str, now: float) -> Event:
+    return {
+        "at": now,
+        "session": session,
+        "lane": str(lane),
+        "source": source,
+        "turn": turn,
+        "detail": detail[:300],
+    }
+
+
 def _event(session: str, lane: str, decision: Decision | None, now: float) -> Event:
     source, turn, detail = "upstream", "-", ""
     if isinstance(decision, Scripted):
@@ -306,14 +356,7 @@ def _event(session: str, lane: str, decision: Decision | None, now: float) -> Ev
         detail = f"{detail}; observation differs: {decision.observations.divergence.difference.path}".lstrip(
             "; "
         )
-    return {
-        "at": now,
-        "session": session,
-        "lane": str(lane),
-        "source": source,
-        "turn": turn,
-        "detail": detail[:300],
-    }
+    return _entry(session, lane, source, turn, detail, now)
 
 
 def _note_divergence(s: SessionState, divergence: Divergence, now: float) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from proxy.replay.conversation import Lane
+from proxy.replay.faults import Fault
 from proxy.replay.trajectory import Trajectory
 from proxy.store.state import SessionState
 
@@ -35,7 +37,9 @@ def _with_time(record: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**record, "at": iso(record.get("at"))}
 
 
-def report(state: SessionState, trajectory: Trajectory | None) -> dict[str, Any]:
+def report(
+    state: SessionState, trajectory: Trajectory | None, plan: Sequence[Fault] = ()
+) -> dict[str, Any]:
     script: dict[str, Any] | None = None
     calls: list[dict[str, Any]] = []
     if state.script_digest is not None:
@@ -87,6 +91,7 @@ def report(state: SessionState, trajectory: Trajectory | None) -> dict[str, Any]
             "first": _with_time(state.observation),
         },
         "stops": state.stops,
+        "faults": faults(state, plan),
         "live_since": iso(state.live_since),
         "live_reason": state.live_reason,
         "live_after_turn": state.live_after_turn,
@@ -94,4 +99,17 @@ def report(state: SessionState, trajectory: Trajectory | None) -> dict[str, Any]
         "errors": state.errors,
         "created": iso(state.created),
         "last_seen": iso(state.last_seen),
+    }
+
+
+def faults(state: SessionState, plan: Sequence[Fault]) -> dict[str, Any]:
+    """The session's fault plan, how often each fault fired, and each injection."""
+    fired = state.faults_fired
+    return {
+        "source": "flag" if state.faults is None else "admin",
+        "plan": [
+            {**f.model_dump(mode="json"), "fired": fired[i] if i < len(fired) else 0}
+            for i, f in enumerate(plan)
+        ],
+        "injected": [{**i, "at": iso(i["at"])} for i in state.injected],
     }

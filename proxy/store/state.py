@@ -36,6 +36,11 @@ class SessionState:
     stops: int = 0  # final answers given by --after-script stop
     prefix_messages: int | None = None  # message count of the first live main-lane request
     recorded_used: list[str] = field(default_factory=list)  # strict: <digest>:<index> answered
+    # faults (proxy.replay.faults): the session's own plan (admin API; None: the --fault plan),
+    # how often each fault of the plan has fired, and each injection {"turn", "kind", "at"}
+    faults: list[dict[str, Any]] | None = None
+    faults_fired: list[int] = field(default_factory=list)
+    injected: list[dict[str, Any]] = field(default_factory=list)
 
     def copy(self) -> SessionState:
         """A copy whose containers are new too. Written out: it runs on every request, and
@@ -66,6 +71,9 @@ class SessionState:
         new.stops = self.stops
         new.prefix_messages = self.prefix_messages
         new.recorded_used = list(self.recorded_used)
+        new.faults = self.faults  # replaced whole, never changed in place
+        new.faults_fired = list(self.faults_fired)
+        new.injected = list(self.injected)
         return new
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,132 @@
+"""Answers with a fault injected into them (proxy.replay.faults decides which): an error in the
+API's own shape, a stream cut short, a stall, a delay.
+
+A cut leaves the response incomplete on purpose, and uvicorn then logs "ASGI callable returned
+without completing response." as an error: the request's context marks the cut, and a filter on
+uvicorn's logger drops that one line for it (the request log says what was injected).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextvars import ContextVar
+
+from sse_starlette import EventSourceResponse
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from proxy.errors import InjectedFault, error_response
+from proxy.http.answers import OnComplete, rendered
+from proxy.replay.faults import Fault, Kind
+
+CUT: ContextVar[bool] = ContextVar("replay_proxy_cut", default=False)
+INCOMPLETE = "ASGI callable returned without completing response."
+WHAT = {
+    Kind.RATE_LIMITED: "rate limited",
+    Kind.SERVER_ERROR: "server error",
+    Kind.UNAVAILABLE: "service unavailable",
+}
+
+
+def fault_error(
+    fault: Fault, *, anthropic: bool, where: str, headers: list[tuple[bytes, bytes]]
+) -> tuple[Response, InjectedFault]:
+    """429, 500 or 503 as the real API answers it, with retry-after and no x-should-retry."""
+    status = fault.kind.status
+    assert status is not None
+    error = InjectedFault(
+        status,
+        f"[replay-proxy] fault injected at {where}: {fault.kind.value} {WHAT[fault.kind]}; "
+        f"retry after {fault.retry_after:g} s",
+        fault=fault.label,
+    )
+    own = {k.decode(): v.decode() for k, v in headers}
+    return error_response(
+        error, anthropic=anthropic, headers={**own, **fault.retry_headers()}
+    ), error
+
+
+async def faulted(
+    fault: Fault,
+    parts: Sequence[bytes],
+    headers: list[tuple[bytes, bytes]],
+    *,
+    content_type: bytes,
+    on_complete: OnComplete | None,
+) -> Response:
+    """The answer, delayed, stalled or cut as the fault says."""
+    seconds = fault.seconds or 0.0
+    if fault.kind is Kind.DELAY:
+        await asyncio.sleep(seconds)
+        return rendered(parts, headers, content_type=content_type, on_complete=on_complete)
+    if fault.kind is Kind.STALL and content_type.startswith(b"text/event-stream"):
+        stalled = EventSourceResponse(_stalled(parts, seconds, on_complete), ping=0)
+        stalled.raw_headers.extend(headers)
+        return stalled
+    return Shaped(fault, parts, headers, content_type, on_complete)
+
+
+async def _stalled(
+    parts: Sequence[bytes], seconds: float, on_complete: OnComplete | None
+) -> AsyncIterator[bytes]:
+    last = len(parts) - 1
+    for i, part in enumerate(parts):
+        if i == last and on_complete is not None:
+            await on_complete()
+        yield part
+        if i == 0:
+            await asyncio.sleep(seconds)
+
+
+class Shaped(Response):
+    """A stall of a JSON answer (headers, then the body after the stall), or a cut (a stream
+    after half its events, a JSON answer after its headers)."""
+
+    def __init__(
+        self,
+        fault: Fault,
+        parts: Sequence[bytes],
+        headers: list[tuple[bytes, bytes]],
+        content_type: bytes,
+        on_complete: OnComplete | None,
+    ) -> None:
+        self.fault = fault
+        self.parts = parts
+        self.on_complete = on_complete
+        self.status_code = 200
+        self.background = None
+        self.stream = content_type.startswith(b"text/event-stream")
+        head = [(b"content-type", content_type)]
+        if self.stream:
+            head.append((b"cache-control", b"no-store"))
+        else:
+            head.append((b"content-length", str(sum(len(p) for p in parts)).encode()))
+        self.raw_headers = [*head, *headers]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        if self.fault.kind is Kind.DROP:
+            kept = self.parts[: max(1, len(self.parts) // 2)] if self.stream else ()
+            for part in kept:
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+            CUT.set(True)  # returning now leaves the response incomplete: uvicorn cuts it
+            return
+        await asyncio.sleep(self.fault.seconds or 0.0)
+        if self.on_complete is not None:
+            await self.on_complete()
+        await send({"type": "http.response.body", "body": b"".join(self.parts)})
+
+
+class QuietCut(logging.Filter):
+    """Drops uvicorn's error line about an incomplete response when a fault cut it on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == INCOMPLETE and CUT.get())
+
+
+def quiet_cuts() -> None:
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, QuietCut) for f in logger.filters):
+        logger.addFilter(QuietCut())
