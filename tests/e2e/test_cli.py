@@ -155,6 +155,12 @@ def test_serve_reports_bad_files_and_flags_before_binding(tmp_path: Path) -> Non
     assert negative.returncode == 2 and "--replay-turns" in negative.stderr
     strict = run("serve", "--replay-turns", "3", "--mode", "strict", "--port", "0")
     assert strict.returncode == 2 and "--replay-turns needs --mode resume" in strict.stderr
+    fault = run("serve", "--fault", "2:429", "--fault", "3:teapot", "--port", "0")
+    assert fault.returncode == 2, fault.stderr
+    assert "replay-proxy: --fault: '3:teapot': kind: Input should be '429', '500'" in fault.stderr
+    assert "listening" not in fault.stdout
+    stall = run("serve", "--port", "0", env={"REPLAY_PROXY_FAULT": "1:stall"})
+    assert stall.returncode == 2 and "stall needs seconds" in stall.stderr
 
 
 def test_serve_help_lists_the_limits_and_timeouts_as_flags() -> None:
