@@ -4,6 +4,7 @@ trajectory.py    the one model of a saved run: turns, tool calls, what was skipp
 conversation.py  what the engine knows of an incoming request, whatever API it came through
 engine.py        decide(): which turn is due, a divergence, or going live
 text_based.py    scripts of harnesses that call tools through text: which tool-less request is theirs
+faults.py        faults injected at a scripted turn: specs, and which one a request gets
 splice.py        the trajectory's later user messages, put into live requests where they stood
 strict.py        strict replay: a request compared with the recorded one, a miss explained
 normalize.py     what may differ between two runs (ids, argument JSON, masks) made equal
