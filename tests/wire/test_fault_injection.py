@@ -112,8 +112,18 @@ def test_server_errors_are_retried_by_the_sdk_on_the_responses_api(
     assert [i["kind"] for i in session["faults"]["injected"]] == [f"{kind}:0.01"] * 2
 
 
-def test_a_retry_is_never_given_another_turn(proxy: ProxyFactory, script: Path) -> None:
-    with proxy(trajectory=[script], fault=["2:500:0.01", "2:503:0.01"]) as url:
+@pytest.mark.parametrize("store", ["memory", "sqlite", "redis"])
+def test_a_retry_is_never_given_another_turn(
+    proxy: ProxyFactory, script: Path, store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """In every store: the count of what fired lives in the session's state."""
+    url_of = {
+        "memory": lambda: "memory://",
+        "sqlite": lambda: f"sqlite:///{tmp_path / 'state.db'}",
+        "redis": lambda: request.getfixturevalue("redis_url"),
+    }
+    faults = ["2:500:0.01", "2:503:0.01"]
+    with proxy(trajectory=[script], fault=faults, store=url_of[store]()) as url:
         c = client(url, **{"x-session-affinity": "same"})
         messages = second_turn(c)
         seen = []
@@ -127,7 +137,9 @@ def test_a_retry_is_never_given_another_turn(proxy: ProxyFactory, script: Path) 
                 seen.append((raw.status_code, raw.headers["x-replay-turn"]))
             except openai.APIStatusError as exc:
                 seen.append((exc.status_code, exc.response.headers["x-replay-turn"]))
+        injected = status(url, "same")["faults"]["injected"]
     assert seen == [(500, "2/2"), (503, "2/2"), (200, "2/2")]
+    assert [(i["turn"], i["kind"]) for i in injected] == [(2, "500:0.01"), (2, "503:0.01")]
 
 
 def test_the_anthropic_sdk_gets_errors_in_its_own_shape(proxy: ProxyFactory, script: Path) -> None:
