@@ -61,7 +61,10 @@ async def faulted(
     if fault.kind is Kind.DELAY:
         await asyncio.sleep(seconds)
         return rendered(parts, headers, content_type=content_type, on_complete=on_complete)
-    if fault.kind is Kind.STALL and content_type.startswith(b"text/event-stream"):
+    stream = content_type.startswith(b"text/event-stream")
+    if stream and len(parts) == 1:  # a recorded stream (strict mode) is kept as one piece
+        parts = [event + b"\n\n" for event in parts[0].split(b"\n\n") if event.strip()]
+    if fault.kind is Kind.STALL and stream:
         stalled = EventSourceResponse(_stalled(parts, seconds, on_complete), ping=0)
         stalled.raw_headers.extend(headers)
         return stalled

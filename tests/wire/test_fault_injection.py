@@ -244,10 +244,21 @@ def test_faults_work_in_strict_mode(proxy: ProxyFactory, tmp_path: Path) -> None
             client(url, **{"x-session-affinity": "rec"}), start_messages(), stream=True
         )
     [recording] = sorted(records.iterdir())
-    with proxy(trajectory=[recording], mode="strict", fault=["1:503:0.01"]) as url:
+    with proxy(trajectory=[recording], mode="strict", fault=["1:503:0.01", "1:drop"]) as url:
         patient = openai.OpenAI(
             base_url=url, api_key="k", max_retries=1, default_headers={"x-session-affinity": "rec"}
         )
+        cut: list[Any] = []
+        with pytest.raises((httpx.RemoteProtocolError, openai.APIConnectionError)):
+            for chunk in patient.chat.completions.create(  # the 503 retried, then the cut
+                model="gpt-test",
+                messages=start_messages(),  # type: ignore[arg-type]
+                tools=TOOLS,
+                stream=True,
+                stream_options={"include_usage": True},
+            ):
+                cut.append(chunk)
+        assert cut and not any(ch.choices and ch.choices[0].finish_reason for ch in cut)
         stream = patient.chat.completions.create(
             model="gpt-test",
             messages=start_messages(),  # type: ignore[arg-type]
@@ -258,7 +269,7 @@ def test_faults_work_in_strict_mode(proxy: ProxyFactory, tmp_path: Path) -> None
         ids = [d.id for ch in stream for c in ch.choices for d in c.delta.tool_calls or [] if d.id]
         session = status(url, "rec")
     assert ids == ["call_S1"] == [recorded["tool_calls"][0]["id"]]
-    assert [i["kind"] for i in session["faults"]["injected"]] == ["503:0.01"]
+    assert [i["kind"] for i in session["faults"]["injected"]] == ["503:0.01", "drop"]
 
 
 def test_the_admin_api_sets_shows_and_clears_a_sessions_faults(
