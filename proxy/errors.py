@@ -172,15 +172,39 @@ ANTHROPIC_TYPES = {
 }
 
 
+GOOGLE_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    413: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
 def error_response(
-    error: ProxyError, *, anthropic: bool = False, headers: dict[str, str] | None = None
+    error: ProxyError, *, api: str = "chat", headers: dict[str, str] | None = None
 ) -> Response:
-    """OpenAI-shaped; Anthropic-shaped on the Messages API, whose clients parse that form.
-    `headers` replace the x-should-retry: false every other error carries."""
+    """In the shape of the API the request came through: OpenAI's; Anthropic's on the Messages
+    API; Google's ({"error": {"code", "message", "status"}}) on the Gemini API. `headers` replace
+    the x-should-retry: false every other error carries."""
     body = error.body()
-    if anthropic:
+    if api == "anthropic":
         inner = {**body["error"], "type": ANTHROPIC_TYPES.get(error.status, "api_error")}
         body = {"type": "error", "error": inner}
+    elif api == "gemini":
+        inner = body["error"]
+        google = {
+            "code": error.status,
+            "message": inner["message"],
+            "status": GOOGLE_STATUSES.get(error.status, "UNKNOWN"),
+        }
+        body = {"error": {**google, **({"replay": inner["replay"]} if "replay" in inner else {})}}
     return Response(
         orjson.dumps(body),
         status_code=error.status,

@@ -75,7 +75,7 @@ class Runtime:
             exchange,
             recorder=self.recorder,
             dumper=dumper,
-            secrets=client_secrets(incoming.headers),
+            secrets=client_secrets(incoming.headers, incoming.query),
             perf_start=perf_start,
         )
 

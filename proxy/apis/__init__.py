@@ -1,10 +1,11 @@
-"""The three APIs a scripted turn can be served through, side by side: how each one's request is
+"""The four APIs a scripted turn can be served through, side by side: how each one's request is
 read, how a turn is written in it, where user messages are spliced in, what of the proxy's own
 making is taken out before a conversation goes to the real model, and how an answer is read back.
 
     chat.py        OpenAI Chat Completions (/v1/chat/completions)
     responses.py   OpenAI Responses (/v1/responses)
     anthropic.py   Anthropic Messages (/v1/messages)
+    gemini.py      Gemini (/v1beta/models/{model}:generateContent, :streamGenerateContent)
     answer.py      an answer read back from the wire (recordings, dumps), SSE split into events
     request.py     what every request body must have before the decision reads it
 
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.apis import anthropic, chat, responses
+from proxy.apis import anthropic, chat, gemini, responses
 from proxy.apis.answer import Assembled
 from proxy.replay.conversation import Conversation
 from proxy.replay.splice import Insertion, apply_chat
@@ -35,6 +36,8 @@ class Api:
     splice: Callable[[list[Any], tuple[Insertion, ...]], list[Any]]
     clean: Callable[[list[Any]], list[Any] | None]  # None: nothing to take out
     read_answer: Callable[[bytes, bool], Assembled]
+    # what the URL says about the request (Gemini: the model and the streaming), if anything
+    target: Callable[[Conversation, str, str], None] | None = None
 
 
 def _chat_stream(turn: Turn, conv: Conversation, body: dict[str, Any], key: str) -> list[bytes]:
@@ -73,4 +76,11 @@ ANTHROPIC = Api(
     lambda turn, conv, body, key: anthropic.message_object(turn, body, key=key),
     anthropic.splice, anthropic.clean, lambda raw, stream: anthropic.read_answer(raw, stream=stream),
 )  # fmt: skip
-BY_NAME = {api.name: api for api in (CHAT, RESPONSES, ANTHROPIC)}
+GEMINI = Api(
+    "gemini", "contents", gemini.parse_gemini,
+    lambda turn, conv, body, key: gemini.response_events(turn, conv, body, key),
+    lambda turn, conv, body, key: gemini.response_object(turn, conv, body, key),
+    gemini.splice, lambda _: None, lambda raw, stream: gemini.read_answer(raw, stream=stream),
+    gemini.target,
+)  # fmt: skip
+BY_NAME = {api.name: api for api in (CHAT, RESPONSES, ANTHROPIC, GEMINI)}

@@ -20,6 +20,7 @@ import orjson
 from proxy.errors import LoadError
 from proxy.formats.anthropic import messages_to_chat
 from proxy.formats.chat import trajectory_from_messages
+from proxy.formats.gemini import contents_to_chat
 from proxy.formats.responses import items_to_chat
 from proxy.replay.content import text_of
 from proxy.replay.normalize import squash
@@ -105,6 +106,11 @@ def _chat_history(sent: Any, api: str, source: str, index: int) -> list[Any]:
     elif api == "anthropic":
         if isinstance(sent.get("messages"), list):
             return messages_to_chat(sent["messages"], source, system=sent.get("system"))[0]
+    elif api == "gemini":
+        if isinstance(sent.get("contents"), list):
+            return contents_to_chat(sent["contents"], source, system=sent.get("systemInstruction"))[
+                0
+            ]
     elif isinstance(sent.get("messages"), list):
         return list(sent["messages"])
     raise LoadError(source, index, f"the request of a {api} exchange has no conversation")

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from proxy.apis import ANTHROPIC, Api
+from proxy.apis import Api
 from proxy.apis.chat import chat_message
 from proxy.errors import InjectedFault, NotFound, ProxyError, ReplayDiverged, error_response
 from proxy.http.answers import JSON, SSE, own_headers, rendered
@@ -65,6 +65,8 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
     started = time.perf_counter()
     raw, body = request.body, request.json()
     conv = api.parse(body)
+    if api.target is not None:  # the URL holds part of the request (Gemini: model, streaming)
+        api.target(conv, request.path, request.query)
     session = session_id(request.headers, runtime.settings.session_header, conv)
     parent = next(
         (v for h in runtime.settings.subagent_header if (v := request.headers.get(h))), None
@@ -153,7 +155,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         if call.tap is not None:
             await call.tap.error(error)
         # answered here, not raised: front.answer_error would count it a second time, as an error
-        return error_response(error, anthropic=call.api is ANTHROPIC)
+        return error_response(error, api=call.api.name)
     if isinstance(decision, Scripted | Stop):
         return await _answer(call, decision, script, fault)
     assert isinstance(decision, Forward)
@@ -303,9 +305,7 @@ async def _fault_error(call: InFlight, fault: Fault, label: str) -> Response:
         (b"x-replay-fault", fault.label.encode()),
     ]
     where = f"turn {label} of session {call.session}"
-    response, error = fault_error(
-        fault, anthropic=call.api is ANTHROPIC, where=where, headers=headers
-    )
+    response, error = fault_error(fault, api=call.api.name, where=where, headers=headers)
     call.done("fault", label, error.status)
     if call.tap is not None:
         await call.tap.error(error, "fault")

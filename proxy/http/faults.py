@@ -31,7 +31,7 @@ WHAT = {
 
 
 def fault_error(
-    fault: Fault, *, anthropic: bool, where: str, headers: list[tuple[bytes, bytes]]
+    fault: Fault, *, api: str, where: str, headers: list[tuple[bytes, bytes]]
 ) -> tuple[Response, InjectedFault]:
     """429, 500 or 503 as the real API answers it, with retry-after and no x-should-retry."""
     status = fault.kind.status
@@ -43,9 +43,7 @@ def fault_error(
         fault=fault.label,
     )
     own = {k.decode(): v.decode() for k, v in headers}
-    return error_response(
-        error, anthropic=anthropic, headers={**own, **fault.retry_headers()}
-    ), error
+    return error_response(error, api=api, headers={**own, **fault.retry_headers()}), error
 
 
 async def faulted(

@@ -1,7 +1,8 @@
 """Front: the ASGI app. The hot endpoints are plain ASGI; everything else goes to FastAPI.
 
-POST /v1/chat/completions, /v1/responses, /v1/messages (and the same without /v1) and every other
-/v1/* request (forwarded upstream) are served here directly: FastAPI's routing, middleware and
+POST /v1/chat/completions, /v1/responses, /v1/messages (and the same without /v1), Gemini's
+/v1beta/models/{model}:generateContent and :streamGenerateContent, and every other /v1/* and
+/v1beta/* request (forwarded upstream) are served here directly: FastAPI's routing, middleware and
 request objects cost more than the proxy's own work on these paths (measured: about half of the
 time of a scripted answer). The admin API, the status page, /healthz and /metrics stay in FastAPI.
 Errors raised on the hot paths are answered here, in the same OpenAI (or Anthropic) shape.
@@ -19,7 +20,8 @@ from fastapi import FastAPI
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from proxy.apis import ANTHROPIC, CHAT, RESPONSES
+from proxy.apis import ANTHROPIC, CHAT, GEMINI, RESPONSES
+from proxy.apis.gemini import is_gemini_path
 from proxy.errors import ProxyError, StoreUnavailable, error_response
 from proxy.http import completions, forward
 from proxy.http.incoming import Incoming, receive_request
@@ -38,6 +40,9 @@ OTHER = "other"  # the api label of everything that is not one of the three comp
 _CHAT = partial(completions.serve, api=CHAT)
 _RESPONSES = partial(completions.serve, api=RESPONSES)
 _MESSAGES = partial(completions.serve, api=ANTHROPIC)
+_GEMINI = partial(completions.serve, api=GEMINI)
+# forwarded upstream as they come: the OpenAI and Anthropic /v1 APIs, and Gemini's versions
+FORWARDED = ("/v1/", "/v1beta/", "/v1alpha/")
 ROUTES: dict[str, tuple[Handler, str]] = {
     "/v1/chat/completions": (_CHAT, CHAT.name),
     "/chat/completions": (_CHAT, CHAT.name),
@@ -61,11 +66,13 @@ class Front:
             return
         path = scope["path"]
         route = ROUTES.get(path) if scope["method"] == "POST" else None
+        if route is None and scope["method"] == "POST" and is_gemini_path(path):
+            route = (_GEMINI, GEMINI.name)  # /v1beta/models/{model}:generateContent and stream
         if route is None:
-            if not path.startswith("/v1/"):
+            if not path.startswith(FORWARDED):
                 await self.api(scope, receive, send)
                 return
-            route = (forward.forward, OTHER)
+            route = (forward.forward, OTHER if path.startswith("/v1/") else GEMINI.name)
         handler, api = route
         # one coroutine for the hot paths: each level of await costs on every request
         try:
@@ -95,4 +102,4 @@ def answer_error(runtime: Runtime, path: str, error: ProxyError, *, api: str = O
     if error.status >= 500:
         log.warning("%s -> %d: %s", path, error.status, error.message)
     runtime.metrics.answered(api, "-", "error", error.status)
-    return error_response(error, anthropic=api == ANTHROPIC.name)
+    return error_response(error, api=api)

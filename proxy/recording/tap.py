@@ -22,17 +22,22 @@ from proxy.recording.recorder import Exchange, Recorder
 from proxy.replay.trajectory import Recorded
 from proxy.sessions.status import iso
 from proxy.upstream import Captured
+from proxy.upstream.headers import query_key
 
 log = logging.getLogger("proxy.recording.tap")
 
 OFF_LOOP = 256 * 1024  # an answer larger than this is read back in a thread
 
-_CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
+_CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
 
 
-def client_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
-    """The client's own credentials, so that they can be scrubbed from what is written."""
+def client_secrets(headers: Mapping[str, str], query: str = "") -> tuple[str, ...]:
+    """The client's own credentials (headers, and a Gemini ?key=), so that they can be scrubbed
+    from what is written."""
     values = []
+    key = query_key(query)
+    if key:
+        values.append(key)
     for name in _CREDENTIAL_HEADERS:
         value = headers.get(name)
         if value:

@@ -89,6 +89,7 @@ class Conversation:
     replies: list[Reply] = field(default_factory=list)
     results: list[Result] = field(default_factory=list)
     users: dict[int, str] = field(default_factory=dict)  # position -> text of user messages
+    array: bool = False  # Gemini's streamGenerateContent without alt=sse: chunks as a JSON array
 
     @property
     def takes_tools(self) -> bool:

@@ -23,7 +23,7 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from proxy.upstream.headers import request_headers
+from proxy.upstream.headers import request_headers, swap_query_key
 from proxy.upstream.passthrough import OnComplete, PassThrough
 from proxy.upstream.pool import Pool, display, forward_proxy, open_session
 
@@ -99,6 +99,8 @@ class Upstream:
         on_complete: OnComplete | None = None,
         keep_body: bool = False,
     ) -> PassThrough:
+        if self._api_key is not None:
+            query = swap_query_key(query, self._api_key)
         url = self.url(raw_path, query)
         forwarded = request_headers(headers, api_key=self._api_key, identity=keep_body)
         try:

@@ -11,6 +11,7 @@ credentials are replaced by the proxy's, in the way the client sent them.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from urllib.parse import quote, unquote
 
 # names as bytes, lower-case: ASGI gives request header names in lower case
 HOP_BY_HOP = frozenset(
@@ -30,7 +31,7 @@ HOP_BY_HOP = frozenset(
 # the client library frames the body and names the host itself
 _NOT_FORWARDED = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
 _NOT_FORWARDED_IDENTITY = _NOT_FORWARDED | {b"accept-encoding"}
-_CREDENTIALS = frozenset({b"authorization", b"x-api-key", b"api-key"})
+_CREDENTIALS = frozenset({b"authorization", b"x-api-key", b"api-key", b"x-goog-api-key"})
 # the answer's Date is the proxy's (uvicorn adds it): the upstream's would make a second one
 _NOT_RETURNED = HOP_BY_HOP | {b"date"}
 
@@ -70,9 +71,28 @@ def _swap_credentials(headers: list[tuple[bytes, bytes]], key: bytes) -> list[tu
     out = [h for h in headers if h[0] not in _CREDENTIALS] if used else headers
     if b"x-api-key" in used:  # an Anthropic client: keep its way of sending the key
         out.append((b"x-api-key", key))
-    if b"x-api-key" not in used or b"authorization" in used:
+    if b"x-goog-api-key" in used:  # a Gemini client
+        out.append((b"x-goog-api-key", key))
+    if not used & {b"x-api-key", b"x-goog-api-key"} or b"authorization" in used:
         out.append((b"authorization", b"Bearer " + key))
     return out
+
+
+def swap_query_key(query: str, key: str) -> str:
+    """A Gemini client may send its key as ?key=...: it is swapped for --upstream-api-key too."""
+    if "key=" not in query:
+        return query
+    parts = query.split("&")
+    swapped = [f"key={quote(key, safe='')}" if p.startswith("key=") else p for p in parts]
+    return "&".join(swapped)
+
+
+def query_key(query: str) -> str | None:
+    """The value of a ?key= credential, as sent (to be scrubbed from what is written)."""
+    for part in query.split("&"):
+        if part.startswith("key=") and len(part) > 4:
+            return unquote(part[4:])
+    return None
 
 
 def answer_headers(raw: Iterable[tuple[bytes, bytes]]) -> tuple[list[tuple[bytes, bytes]], str]:

@@ -1,0 +1,278 @@
+"""The Gemini API (POST /v1beta/models/{model}:generateContent and :streamGenerateContent): a
+request body read into a Conversation, a scripted turn written as a GenerateContentResponse or its
+stream, user messages spliced into `contents`, and an answer read back.
+
+The model and the streaming come from the URL, not the body (`target`). `model` contents are the
+replies (functionCall parts are the calls, matched by `id` when the request carries ids; the engine
+matches an id-less call by its name, in order); functionResponse parts of `user` contents are the
+results (an id-less one answers the oldest unanswered call of its name); the text parts of user
+contents are user text; `systemInstruction` is the system prompt. `tools[].functionDeclarations`
+are the tools offered; `toolConfig.functionCallingConfig.mode: NONE` offers none.
+
+A turn is one candidate: a thought part (`"thought": true`) when the request asks for thoughts
+(`generationConfig.thinkingConfig.includeThoughts`), a text part, one functionCall part per call
+(the recorded id, the arguments as an object), finishReason STOP, usageMetadata zeroed. Streamed
+(`alt=sse`) it is one `data:` event per part, the last with finishReason and usageMetadata; without
+`alt=sse` the same chunks go as one JSON array.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from proxy.apis.answer import Assembled, event_data, sse_events
+from proxy.apis.request import malformed
+from proxy.errors import BadRequest, ProxyError
+from proxy.formats.gemini import contents_to_chat, parts_text
+from proxy.replay.content import text_of
+from proxy.replay.conversation import Call, Conversation, Reply, Result
+from proxy.replay.ids import wire_id
+from proxy.replay.splice import Insertion
+from proxy.replay.trajectory import Turn
+
+GENERATE = ":generateContent"
+STREAM = ":streamGenerateContent"
+
+# ---- the request
+
+
+def is_gemini_path(path: str) -> bool:
+    """/v1beta/models/{model}:generateContent and :streamGenerateContent (any version prefix)."""
+    return "/models/" in path and path.endswith((GENERATE, STREAM))
+
+
+def target(conv: Conversation, path: str, query: str) -> None:
+    """The model and the kind of answer, from the URL."""
+    name = path.rsplit("/models/", 1)[-1]
+    conv.model = name.rsplit(":", 1)[0]
+    if path.endswith(STREAM):
+        sse = "alt=sse" in query.split("&")
+        conv.stream, conv.array = sse, not sse
+
+
+def parse_gemini(body: Any) -> Conversation:
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    contents = body.get("contents")
+    if not isinstance(contents, list):
+        raise BadRequest("'contents' must be an array", param="contents")
+    config = body.get("toolConfig")
+    calling = config.get("functionCallingConfig") if isinstance(config, dict) else None
+    conv = Conversation(  # positional: keyword arguments cost as much as the rest of __init__
+        "gemini",
+        "",  # model: from the URL (target)
+        False,  # stream: from the URL
+        False,  # include_usage
+        _tools(body.get("tools")),
+        isinstance(calling, dict) and calling.get("mode") == "NONE",  # tool_choice_none
+        len(contents),  # message_count
+    )
+    system = body.get("systemInstruction")
+    if isinstance(system, dict):
+        conv.system = parts_text(system.get("parts"))
+    elif isinstance(system, str):
+        conv.system = system
+    unanswered: list[tuple[str, str]] = []  # (name, id) of calls not answered yet
+    for pos, content in enumerate(contents):
+        path = ("contents", pos)
+        if not isinstance(content, dict):
+            raise malformed(path, "must be an object")
+        parts = content.get("parts")
+        if not isinstance(parts, list):
+            raise malformed((*path, "parts"), "must be an array")
+        if content.get("role") == "model":
+            reply = Reply(pos, path, parts_text(parts), [], (*path, "parts"), pos)
+            for k, part in enumerate(parts):
+                call = part.get("functionCall") if isinstance(part, dict) else None
+                if isinstance(call, dict):
+                    ident, name = call.get("id"), call.get("name")
+                    ident = ident if isinstance(ident, str) else ""
+                    name = name if isinstance(name, str) else ""
+                    at = (*path, "parts", k, "functionCall")
+                    reply.calls.append(Call(ident, name, "", (*at, "id"), (*at, "name")))
+                    unanswered.append((name, ident))
+            if reply.calls or reply.text.strip():
+                conv.replies.append(reply)
+            continue
+        texts = []
+        for k, part in enumerate(parts):
+            if not isinstance(part, dict):
+                continue
+            response = part.get("functionResponse")
+            if isinstance(response, dict):
+                output: Any = response.get("response")
+                text = output["output"] if _plain(output) else orjson.dumps(output).decode()
+                where = (*path, "parts", k, "functionResponse", "response")
+                conv.results.append(Result(pos, where, _answers(response, unanswered), text))
+            elif isinstance(part.get("text"), str) and not part.get("thought"):
+                texts.append(part["text"])
+        if texts:
+            text = "\n".join(texts)
+            conv.users[pos] = text
+            if conv.task is None:
+                conv.task = text
+    return conv
+
+
+def _tools(tools: Any) -> tuple[str, ...]:
+    if tools is None:
+        return ()
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be an array", param="tools")
+    names: list[str] = []
+    for tool in tools:
+        declared = tool.get("functionDeclarations") if isinstance(tool, dict) else None
+        for fn in declared if isinstance(declared, list) else []:
+            if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+                names.append(fn["name"])
+    return tuple(names)
+
+
+def _plain(output: Any) -> bool:
+    return (
+        isinstance(output, dict) and set(output) == {"output"} and isinstance(output["output"], str)
+    )
+
+
+def _answers(response: dict[str, Any], unanswered: list[tuple[str, str]]) -> str:
+    given, name = response.get("id"), response.get("name")
+    for k, (call_name, ident) in enumerate(unanswered):
+        if (isinstance(given, str) and given and given == ident) or (
+            not given and call_name == name
+        ):
+            del unanswered[k]
+            return ident
+    return given if isinstance(given, str) else ""
+
+
+# ---- the answer
+
+
+class Unservable(ProxyError):
+    status = 404
+    type = "invalid_request_error"
+    code = "unservable_turn"
+
+
+def _thoughts_wanted(request: dict[str, Any]) -> bool:
+    config = request.get("generationConfig")
+    thinking = config.get("thinkingConfig") if isinstance(config, dict) else None
+    return isinstance(thinking, dict) and thinking.get("includeThoughts") is True
+
+
+def _args(turn: Turn, index: int) -> dict[str, Any]:
+    call = turn.tool_calls[index]
+    value = orjson.loads(call.arguments)
+    if not isinstance(value, dict):
+        raise Unservable(
+            f"scripted turn {turn.number}: the arguments of {call.name} call {call.id} are not a JSON "
+            "object, and the Gemini API takes only objects as functionCall args"
+        )
+    return value
+
+
+def parts(turn: Turn, request: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if turn.reasoning and _thoughts_wanted(request):
+        out.append({"text": turn.reasoning, "thought": True})
+    if turn.text:
+        out.append({"text": turn.text})
+    for i, call in enumerate(turn.tool_calls):
+        out.append(
+            {
+                "functionCall": {
+                    "id": wire_id("gemini", call.id),
+                    "name": call.name,
+                    "args": _args(turn, i),
+                }
+            }
+        )
+    return out
+
+
+USAGE = {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0}
+
+
+def _chunk(content: list[dict[str, Any]], model: str, key: str, last: bool) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": content}, "index": 0}
+    chunk: dict[str, Any] = {"candidates": [candidate]}
+    if last:
+        candidate["finishReason"] = "STOP"
+        chunk["usageMetadata"] = USAGE
+    chunk["modelVersion"] = model or "replay"
+    chunk["responseId"] = key
+    return chunk
+
+
+def response_object(turn: Turn, conv: Conversation, request: dict[str, Any], key: str) -> bytes:
+    if conv.array:
+        return orjson.dumps(_chunks(turn, conv, request, key))
+    return orjson.dumps(_chunk(parts(turn, request), conv.model, key, True))
+
+
+def response_events(
+    turn: Turn, conv: Conversation, request: dict[str, Any], key: str
+) -> list[bytes]:
+    return [b"data: " + orjson.dumps(c) + b"\r\n\r\n" for c in _chunks(turn, conv, request, key)]
+
+
+def _chunks(
+    turn: Turn, conv: Conversation, request: dict[str, Any], key: str
+) -> list[dict[str, Any]]:
+    """One chunk per part, the last one carrying finishReason and usageMetadata."""
+    content = parts(turn, request) or [{"text": ""}]
+    last = len(content) - 1
+    return [_chunk([part], conv.model, key, i == last) for i, part in enumerate(content)]
+
+
+# ---- on the way upstream
+
+
+def splice(contents: list[Any], plan: tuple[Insertion, ...]) -> list[Any]:
+    """A user content right before the insertion point (function responses) takes the text as
+    extra parts, so that roles keep alternating; otherwise a new user content goes in."""
+    out = list(contents)
+    for insertion in sorted(plan, key=lambda i: i.position, reverse=True):
+        texts = [{"text": text_of(u.content)} for u in insertion.users]
+        at = insertion.position
+        before = out[at - 1] if at > 0 else None
+        if isinstance(before, dict) and before.get("role") == "user":
+            out[at - 1] = {**before, "parts": [*(before.get("parts") or []), *texts]}
+        else:
+            out[at:at] = [{"role": "user", "parts": texts}]
+    return out
+
+
+# ---- an answer read back
+
+
+def read_answer(raw: bytes, *, stream: bool) -> Assembled:
+    """The chunks put together (a stream's, or a JSON array's), and the turn in chat form."""
+    events = sse_events(raw) if stream else None
+    try:
+        if events is not None:
+            chunks = [orjson.loads(d) for e in events if (d := event_data(e))]
+        else:
+            loaded = orjson.loads(raw)
+            chunks = loaded if isinstance(loaded, list) else [loaded]
+        merged: list[Any] = []
+        finish = usage = None
+        for chunk in chunks:
+            candidate = chunk["candidates"][0] if chunk.get("candidates") else {}
+            merged.extend((candidate.get("content") or {}).get("parts") or [])
+            finish = candidate.get("finishReason") or finish
+            usage = chunk.get("usageMetadata") or usage
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
+        return Assembled(None, None, None, events)
+    if not chunks:
+        return Assembled(None, None, None, events)
+    native = {
+        **chunks[-1],
+        "candidates": [
+            {"content": {"role": "model", "parts": merged}, "finishReason": finish, "index": 0}
+        ],
+    }
+    chat, _ = contents_to_chat([{"role": "model", "parts": merged}], "response")
+    return Assembled(chat[0], finish, usage, events, native=native)

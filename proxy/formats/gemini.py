@@ -1,0 +1,142 @@
+"""Gemini API `contents` -> chat messages, so one set of skip rules serves every API.
+
+A `model` content's text parts, thought parts (`"thought": true`) and functionCall parts become
+content, reasoning_content and tool calls; each functionResponse part of a `user` content becomes
+a tool message; the rest of a user content's text stays a user message. A call without an `id`
+(the Gemini API does not require one) gets a deterministic id from its place, and the
+functionResponse that answers it (the next one of that name) gets the same id. `systemInstruction`
+is the system prompt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from proxy.errors import LoadError
+
+MARKERS = frozenset({"functionCall", "functionResponse"})
+
+
+def looks_like_gemini(contents: Sequence[Any]) -> bool:
+    return any(
+        isinstance(c, dict)
+        and isinstance(c.get("parts"), list)
+        and c.get("role") in ("user", "model")
+        for c in contents
+    )
+
+
+def parts_text(parts: Any, *, thought: bool = False) -> str:
+    """The text of a list of parts: the visible text, or (thought=True) the thoughts."""
+    if not isinstance(parts, list):
+        return ""
+    return "\n".join(
+        p["text"]
+        for p in parts
+        if isinstance(p, dict)
+        and isinstance(p.get("text"), str)
+        and bool(p.get("thought")) is thought
+    )
+
+
+def call_id(position: tuple[int, int], name: str) -> str:
+    """The id of a functionCall that has none: from its place (content, part) and name."""
+    digest = hashlib.sha256(f"{position[0]}:{position[1]}:{name}".encode()).hexdigest()[:24]
+    return f"gemini_{digest}"
+
+
+def contents_to_chat(
+    contents: Sequence[Any], source: str, *, system: Any = None
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """Chat messages and, for each, the index of the content it came from (-1: the system)."""
+    out: list[dict[str, Any]] = []
+    indexes: list[int] = []
+    text = parts_text(system.get("parts")) if isinstance(system, dict) else None
+    if isinstance(system, str):
+        text = system
+    if text:
+        out.append({"role": "system", "content": text})
+        indexes.append(-1)
+    unanswered: list[tuple[str, str]] = []  # (name, id) of calls whose response has not come
+    for index, content in enumerate(contents):
+        if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
+            raise LoadError(source, index, "a content must be an object with a parts list")
+        parts = content["parts"]
+        if content.get("role") == "model":
+            message: dict[str, Any] = {"role": "assistant", "content": parts_text(parts)}
+            thought = parts_text(parts, thought=True)
+            if thought:
+                message["reasoning_content"] = thought
+            calls = []
+            for k, part in enumerate(parts):
+                call = part.get("functionCall") if isinstance(part, dict) else None
+                if not isinstance(call, dict):
+                    continue
+                name = call.get("name")
+                if not isinstance(name, str) or not name:
+                    raise LoadError(source, index, f"parts[{k}].functionCall has no name")
+                given = call.get("id")
+                ident = given if isinstance(given, str) and given else call_id((index, k), name)
+                args = call.get("args")
+                calls.append(
+                    {
+                        "id": ident,
+                        "type": "function",
+                        "function": {
+                            "name": name,
+                            "arguments": json.dumps(args if args is not None else {}),
+                        },
+                    }
+                )
+                unanswered.append((name, ident))
+            if calls:
+                message["tool_calls"] = calls
+            out.append(message)
+            indexes.append(index)
+            continue
+        texts = []
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            response = part.get("functionResponse")
+            if isinstance(response, dict):
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": _answered(response, unanswered),
+                        "content": _output(response.get("response")),
+                    }
+                )
+                indexes.append(index)
+            elif isinstance(part.get("text"), str) and not part.get("thought"):
+                texts.append(part["text"])
+        if texts:
+            out.append({"role": "user", "content": "\n".join(texts)})
+            indexes.append(index)
+    return out, indexes
+
+
+def _answered(response: dict[str, Any], unanswered: list[tuple[str, str]]) -> str:
+    """The id of the call a functionResponse answers: its own id, else the oldest unanswered
+    call of its name."""
+    given = response.get("id")
+    name = response.get("name")
+    for k, (call_name, ident) in enumerate(unanswered):
+        if (isinstance(given, str) and given == ident) or (not given and call_name == name):
+            del unanswered[k]
+            return ident
+    return given if isinstance(given, str) else str(name)
+
+
+def _output(response: Any) -> str:
+    """A functionResponse's response as tool output text: {"output": text} is the text."""
+    if (
+        isinstance(response, dict)
+        and set(response) == {"output"}
+        and isinstance(response["output"], str)
+    ):
+        return response["output"]
+    return json.dumps(response)
