@@ -68,14 +68,21 @@ class Upstream:
         return pool.counts() if isinstance(pool, Pool) else {"open": 0, "idle": 0}
 
     def url(self, raw_path: str, query: str) -> URL:
-        """/v1/chat/completions -> {base path}/chat/completions: the base URL already ends in /v1."""
+        """/v1/chat/completions -> {base path}/chat/completions: the base URL already ends in /v1.
+        Gemini's /v1beta/... (and /v1alpha/...) go under the base URL's root: a base path ending
+        in /v1 (an upstream that serves both, as a LiteLLM proxy does) loses that /v1."""
         if self.base_url is None:
             raise NoUpstream(
                 "this proxy has no upstream configured (--upstream), so a request that is not "
                 "answered from a script cannot be served"
             )
-        rest = raw_path[3:] if raw_path == "/v1" or raw_path.startswith("/v1/") else raw_path
-        target = self._origin + self._prefix + rest
+        prefix = self._prefix
+        if raw_path.startswith(("/v1beta/", "/v1alpha/")):
+            prefix = prefix.removesuffix("/v1")
+            rest = raw_path
+        else:
+            rest = raw_path[3:] if raw_path == "/v1" or raw_path.startswith("/v1/") else raw_path
+        target = self._origin + prefix + rest
         return URL(f"{target}?{query}" if query else target, encoded=True)
 
     def _client(self) -> aiohttp.ClientSession:

@@ -35,6 +35,7 @@ from tests.helpers.servers import (
     FlakyFront,
     Seen,
     anthropic_text,
+    gemini_text,
     responses_text,
     running,
     text,
@@ -84,8 +85,18 @@ def trajectory(recipe: Recipe) -> list[dict[str, Any]]:
     return messages
 
 
-TEXT_ANSWERS = {"chat": text, "responses": responses_text, "anthropic": anthropic_text}
-PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "anthropic": "/v1/messages"}
+TEXT_ANSWERS = {
+    "chat": text,
+    "responses": responses_text,
+    "anthropic": anthropic_text,
+    "gemini": gemini_text,
+}
+PATHS = {
+    "chat": "/v1/chat/completions",
+    "responses": "/v1/responses",
+    "anthropic": "/v1/messages",
+    "gemini": "/v1beta/models/gemini-2.5-pro:streamGenerateContent",
+}
 
 
 def live_answer(recipe: Recipe) -> Any:
@@ -239,4 +250,29 @@ def anthropic_view(body: dict[str, Any]) -> tuple[list[str], dict[str, list[str]
     return calls, results, before["role"] == "user" and texts[-1:] == [LATER] and everywhere == 1
 
 
-VIEWS = {"chat": chat_view, "responses": responses_view, "anthropic": anthropic_view}
+def gemini_view(body: dict[str, Any]) -> tuple[list[str], dict[str, list[str]], bool]:
+    contents = body["contents"]
+    calls: list[str] = []
+    results: dict[str, list[str]] = {}
+    third = -1
+    for n, content in enumerate(contents):
+        for part in content["parts"]:
+            if "functionCall" in part:
+                calls.append(part["functionCall"].get("id"))
+                if part["functionCall"].get("id") == call_id(2):
+                    third = n
+            elif "functionResponse" in part:
+                response = part["functionResponse"]
+                results.setdefault(response.get("id"), []).append(json.dumps(response["response"]))
+    before = contents[third - 1]
+    texts = [p.get("text") for p in before["parts"] if "text" in p]
+    everywhere = json.dumps(contents).count(LATER)
+    return calls, results, before["role"] == "user" and texts[-1:] == [LATER] and everywhere == 1
+
+
+VIEWS = {
+    "chat": chat_view,
+    "responses": responses_view,
+    "anthropic": anthropic_view,
+    "gemini": gemini_view,
+}

@@ -4,8 +4,9 @@ Per harness: the three-step script of test_harnesses.py, with a 429 (retry-after
 and a cut answer on turn 3 (`serve --fault 2:429:0.1 --fault 3:drop`): a stream broken off after
 half its events, or a JSON answer closed after its headers. Each harness retries both its own way
 (its SDK's retries, or its own stream retries), is served the same turns again, runs every step
-exactly once, and then ends the run live against the fake upstream. Claude Code (2.1.x, `-p`)
-retries the 429 but not a stream cut mid-response: it stops there, and a test says so.
+exactly once, and then ends the run live against the fake upstream. Claude Code (2.1.x, `-p`) and
+Gemini CLI (0.61) retry the 429 but not a stream cut mid-response: they stop there, and a test
+says so.
 
 Marked `harness`: `pytest -m "not harness"` skips them locally; .ci/run runs them.
 """
@@ -35,6 +36,11 @@ __all__ = ["harness_logs"]  # the fixture, shared with test_harnesses.py
 
 FAULTS = ["2:429:0.1", "3:drop"]
 SURVIVORS = ["codex", "opencode", "mini", "openhands", "agents-run"]
+# harnesses that retry the 429 but stop when a stream breaks off mid-response, and what they say
+STOPPERS = {
+    "claude": "Connection closed mid-response",  # on stdout
+    "gemini": "An unexpected critical error occurred",  # on stderr
+}
 
 
 @pytest.mark.parametrize("name", SURVIVORS)
@@ -60,18 +66,20 @@ def test_the_harness_survives_a_429_and_a_cut_answer(
     assert main["turns_served"] == 3 and main["divergences"] == 0, why
 
 
-def test_claude_code_retries_the_429_but_stops_on_a_cut_stream(
-    proxy: ProxyFactory, tmp_path: Path, write_trajectory: Any, harness_logs: Path
+@pytest.mark.parametrize("name", list(STOPPERS))
+def test_the_harness_retries_the_429_but_stops_on_a_cut_stream(
+    name: str, proxy: ProxyFactory, tmp_path: Path, write_trajectory: Any, harness_logs: Path
 ) -> None:
-    recipe = RECIPES["claude"]
-    installed("claude", harness_logs)
+    recipe = RECIPES[name]
+    installed(name, harness_logs)
     path = write_trajectory(trajectory(recipe), name="recorded", folder=tmp_path / "trajectories")
     with proxy(upstream="http://127.0.0.1:9/v1", trajectory=[path], fault=FAULTS) as url:
         result = run(recipe, url, tmp_path / "run", TASK)
         sessions = httpx.get(url.removesuffix("/v1") + "/replay/sessions").json()["data"]
     why = f"\n{result.tail()}\nsessions: {sessions}"
     assert result.returncode != 0, why
-    assert "Connection closed mid-response" in (result.logs / "stdout.log").read_text(), why
+    said = (result.logs / "stdout.log").read_text() + (result.logs / "stderr.log").read_text()
+    assert STOPPERS[name] in said, why
     [main] = [s for s in sessions if s["script"] is not None]
     injected = [(i["turn"], i["kind"]) for i in main["faults"]["injected"]]
     assert injected == [(2, "429:0.1"), (3, "drop")], why

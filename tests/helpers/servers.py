@@ -292,6 +292,39 @@ def anthropic_text(content: str) -> Answer:
     return answer
 
 
+def gemini_answer(parts: list[dict[str, Any]]) -> Answer:
+    """A Gemini GenerateContentResponse with these parts: SSE (alt=sse), or JSON (hand-written)."""
+
+    def answer(seen: Seen) -> Response:
+        chunk = {
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 3,
+                "candidatesTokenCount": 2,
+                "totalTokenCount": 5,
+            },
+            "modelVersion": seen.path.rsplit("/", 1)[-1].split(":")[0],
+            "responseId": "resp-upstream",
+        }
+        if "alt=sse" in seen.query:
+            return Response(
+                b"data: " + orjson.dumps(chunk) + b"\r\n\r\n", media_type="text/event-stream"
+            )
+        return Response(orjson.dumps(chunk), media_type="application/json")
+
+    return answer
+
+
+def gemini_text(content: str) -> Answer:
+    return gemini_answer([{"text": content}])
+
+
+def gemini_call(name: str, args: dict[str, Any], call_id: str) -> Answer:
+    return gemini_answer([{"functionCall": {"id": call_id, "name": name, "args": args}}])
+
+
 def hang(released: threading.Event) -> Answer:
     """Accept the request and send nothing, not even headers, until `released`."""
 

@@ -21,6 +21,7 @@ VERSIONS = {
     "opencode": ["opencode-ai@1.18.33"],
     "codex": ["@openai/codex@0.171.0"],
     "claude": ["@anthropic-ai/claude-code@2.1.197"],
+    "gemini": ["@google/gemini-cli@0.61.0"],
     "mini": ["mini-swe-agent==2.4.6"],
     "agents": ["openai-agents==0.24.0"],
     "openhands": ["openhands-sdk==1.58.2", "openhands-tools==1.58.2"],
@@ -36,6 +37,7 @@ def executable(name: str) -> Path:
         "opencode": CACHE / "opencode/node_modules/.bin/opencode",
         "codex": CACHE / "codex/node_modules/.bin/codex",
         "claude": CACHE / "claude/node_modules/.bin/claude",
+        "gemini": CACHE / "gemini/node_modules/.bin/gemini",
         "mini": CACHE / "venv-mini/bin/mini",
         "agents": CACHE / "venv-agents/bin/python",
         "openhands": CACHE / "venv-openhands/bin/python",
@@ -67,7 +69,7 @@ def install(name: str, log: Path) -> Path:
         return exe
     CACHE.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
-        if name in ("opencode", "codex", "claude"):
+        if name in ("opencode", "codex", "claude", "gemini"):
             if shutil.which("npm") is None:
                 raise Unavailable("npm is not installed")
             home = CACHE / ".install-home"

@@ -34,7 +34,7 @@ class Recipe:
     # how the live model ends the run: {"text": ...} or {"tool": ..., "arguments": ...}
     finish: dict[str, Any]
     env: dict[str, str] = field(default_factory=dict)
-    api: str = "chat"  # the API the harness speaks: chat | responses | anthropic
+    api: str = "chat"  # the API the harness speaks: chat | responses | anthropic | gemini
 
 
 RECIPES = {
@@ -73,6 +73,14 @@ RECIPES = {
         lambda c: {"command": c, "description": "run a step"},
         {"text": "All done."},
         api="anthropic",
+    ),
+    "gemini": Recipe(
+        "gemini",
+        "run_shell_command",
+        # Gemini CLI blocks "$(" anywhere in a command (as command substitution), $((...)) too
+        lambda c: {"command": c.replace("echo $((6 * 7))", "expr 6 '*' 7"), "description": "step"},
+        {"text": "All done."},
+        api="gemini",
     ),
     "openhands": Recipe(
         "openhands",
@@ -267,6 +275,35 @@ def command(
         # --allowedTools takes several values: the prompt must not follow it; the session
         # transcript (its own log) goes to CLAUDE_CONFIG_DIR/projects
         return [exe, "-p", task, "--allowedTools", "Bash"], env
+    if recipe.name == "gemini":
+        home = folder / "gemini-home"
+        (home / ".gemini").mkdir(parents=True, exist_ok=True)
+        settings = {
+            # with GOOGLE_GEMINI_BASE_URL alone it picks the "gateway" auth, which headless
+            # mode refuses (exit 41): the API-key auth keeps the base URL
+            "security": {
+                "auth": {"selectedType": "gemini-api-key"},
+                "folderTrust": {"enabled": False},
+            },
+            "privacy": {"usageStatisticsEnabled": False},  # else usage stats go to Google
+            "telemetry": {"enabled": False},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+            "ide": {"enabled": False},
+            # a pinned model: "auto" asks a router model first (a side call) on every prompt
+            "model": {
+                "name": "gemini-2.5-pro",
+                "skipNextSpeakerCheck": True,
+                "disableLoopDetection": True,
+            },
+        }
+        (home / ".gemini/settings.json").write_text(json.dumps(settings))
+        env.update(
+            GEMINI_CLI_HOME=str(home),
+            GEMINI_API_KEY="sk-harness-gemini",
+            GOOGLE_GEMINI_BASE_URL=root,  # without /v1: it adds /v1beta itself
+        )
+        argv = [exe, "-p", task, "--approval-mode", "yolo", "--skip-trust", "-m", "gemini-2.5-pro"]
+        return argv, env
     if recipe.name == "openhands":
         env.update(
             LLM_BASE=root,
