@@ -3,9 +3,10 @@ request body read into a Conversation, a scripted turn written as a GenerateCont
 stream, user messages spliced into `contents`, and an answer read back.
 
 The model and the streaming come from the URL, not the body (`target`). `model` contents are the
-replies (functionCall parts are the calls, matched by `id` when the request carries ids; the engine
-matches an id-less call by its name, in order); functionResponse parts of `user` contents are the
-results (an id-less one answers the oldest unanswered call of its name); the text parts of user
+replies (functionCall parts are the calls, matched by `id` when the request carries ids; an
+id-less call gets a stand-in id naming its place, and the engine matches it by its name, in
+order); functionResponse parts of `user` contents are the results (an id-less one answers the
+oldest unanswered call of its name, and takes its id or stand-in); the text parts of user
 contents are user text; `systemInstruction` is the system prompt. `tools[].functionDeclarations`
 are the tools offered; `toolConfig.functionCallingConfig.mode: NONE` offers none.
 
@@ -27,7 +28,7 @@ from proxy.apis.request import malformed
 from proxy.errors import BadRequest, ProxyError
 from proxy.formats.gemini import contents_to_chat, parts_text
 from proxy.replay.content import text_of
-from proxy.replay.conversation import Call, Conversation, Reply, Result
+from proxy.replay.conversation import NO_ID, Call, Conversation, Reply, Result
 from proxy.replay.ids import wire_id
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
@@ -88,7 +89,8 @@ def parse_gemini(body: Any) -> Conversation:
                 call = part.get("functionCall") if isinstance(part, dict) else None
                 if isinstance(call, dict):
                     ident, name = call.get("id"), call.get("name")
-                    ident = ident if isinstance(ident, str) else ""
+                    # an id-less call: a stand-in naming its place, which its response gets too
+                    ident = ident if isinstance(ident, str) and ident else f"{NO_ID}{pos}.{k}"
                     name = name if isinstance(name, str) else ""
                     at = (*path, "parts", k, "functionCall")
                     reply.calls.append(Call(ident, name, "", (*at, "id"), (*at, "name")))
@@ -159,7 +161,10 @@ class Unservable(ProxyError):
 def _thoughts_wanted(request: dict[str, Any]) -> bool:
     config = request.get("generationConfig")
     thinking = config.get("thinkingConfig") if isinstance(config, dict) else None
-    return isinstance(thinking, dict) and thinking.get("includeThoughts") is True
+    if not isinstance(thinking, dict):
+        return False
+    # the API takes the proto field names too, as the Python SDK sends them
+    return thinking.get("includeThoughts", thinking.get("include_thoughts")) is True
 
 
 def _args(turn: Turn, index: int) -> dict[str, Any]:

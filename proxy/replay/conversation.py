@@ -16,6 +16,9 @@ from proxy.errors import BadRequest
 from proxy.names import is_valid_name
 
 NOOP_TOOL = "_noop"  # compaction calls carry this stub tool: it counts as no tools
+# the id of a call sent without one (the Gemini API does not require ids), followed by its place:
+# the engine matches such a call by name, and its result by the same stand-in
+NO_ID = "#no-id:"
 
 
 class Lane(StrEnum):

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from proxy.replay.content import text_of
-from proxy.replay.conversation import Conversation, Reply, path_of
+from proxy.replay.conversation import NO_ID, Conversation, Reply, path_of
 from proxy.replay.difference import Difference, around, first_difference, first_mismatch, render
 from proxy.replay.ids import wire_id
 from proxy.replay.normalize import normalize, prompt, squash
@@ -255,6 +255,10 @@ def observe(
         return NOTHING_SEEN
     results = {r.call_id: r for r in conv.results}
     api = conv.api
+    for reply, turn in zip(conv.replies, script.turns[:held], strict=False):
+        for got, call in zip(reply.calls, turn.tool_calls, strict=False):
+            if got.id.startswith(NO_ID) and got.id in results:  # an id-less call's result
+                results[wire_id(api, call.id)] = results[got.id]
     returned = tuple(
         c.id for t in script.turns[:held] for c in t.tool_calls if wire_id(api, c.id) in results
     )
@@ -354,7 +358,7 @@ def _compare(reply: Reply, turn: Turn, api: str) -> Difference | None:
         got_call = reply.calls[j]
         expected = wire_id(api, call.id)
         # the Gemini API does not require call ids: an id-less call is matched by its name
-        if got_call.id != expected and (got_call.id or api != "gemini"):
+        if got_call.id != expected and not got_call.id.startswith(NO_ID):
             return Difference(path_of(got_call.id_path), render(expected), render(got_call.id))
         if got_call.name != call.name:
             return Difference(path_of(got_call.name_path), render(call.name), render(got_call.name))

@@ -30,6 +30,10 @@ from proxy.upstream.pool import Pool, display, forward_proxy, open_session
 READ_WHOLE = 1024 * 1024  # a sized answer up to this is read whole before it is passed on
 
 
+# the Gemini API's methods on a model (the path ends in one): its version stays in the path
+GEMINI_METHODS = (":generateContent", ":streamGenerateContent", ":countTokens", ":embedContent")
+
+
 class Upstream:
     def __init__(
         self,
@@ -69,15 +73,16 @@ class Upstream:
 
     def url(self, raw_path: str, query: str) -> URL:
         """/v1/chat/completions -> {base path}/chat/completions: the base URL already ends in /v1.
-        Gemini's /v1beta/... (and /v1alpha/...) go under the base URL's root: a base path ending
-        in /v1 (an upstream that serves both, as a LiteLLM proxy does) loses that /v1."""
+        Gemini's requests (/v1beta/..., /v1alpha/..., and /v1/models/{model}:generateContent and
+        the like) keep their version and go under the base URL's root: a base path ending in /v1
+        (an upstream that serves both, as a LiteLLM proxy does) loses that /v1."""
         if self.base_url is None:
             raise NoUpstream(
                 "this proxy has no upstream configured (--upstream), so a request that is not "
                 "answered from a script cannot be served"
             )
         prefix = self._prefix
-        if raw_path.startswith(("/v1beta/", "/v1alpha/")):
+        if raw_path.startswith(("/v1beta/", "/v1alpha/")) or raw_path.endswith(GEMINI_METHODS):
             prefix = prefix.removesuffix("/v1")
             rest = raw_path
         else:
