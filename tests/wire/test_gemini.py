@@ -18,7 +18,7 @@ from google.genai import errors, types
 
 from proxy.formats import load_file
 from tests.conftest import ProxyFactory
-from tests.helpers.servers import FakeUpstream, Seen, gemini_call, gemini_text, running
+from tests.helpers.servers import FakeUpstream, gemini_call, gemini_text, running
 
 MODEL = "gemini-2.5-pro"
 SYSTEM = "You are terse."
