@@ -10,6 +10,8 @@ Formats, told apart by their shape (sniffing), not by the file name:
 - "responses":       OpenAI Responses API input items, a bare list or {"input": [...], "instructions"}
 - "anthropic":       Anthropic Messages API messages (tool_use / tool_result blocks), a bare list or
                      {"messages": [...], "system": ...}
+- "gemini":          Gemini API contents (functionCall / functionResponse parts) in
+                     {"contents": [...], "systemInstruction": ...}, as a generateContent request
 - "recording":       what --record-dir writes: one exchange per line (see formats/recording.py)
 
 - the harnesses' own logs, each a Reader (formats/reader.py) in its own module, tried before the
@@ -47,6 +49,7 @@ from proxy.formats import (
 from proxy.formats.anthropic import MARKERS as ANTHROPIC_ONLY
 from proxy.formats.anthropic import looks_like_anthropic, messages_to_chat
 from proxy.formats.chat import trajectory_from_messages
+from proxy.formats.gemini import contents_to_chat, looks_like_gemini
 from proxy.formats.reader import Converted, Lines, Miss, Reader
 from proxy.formats.recording import is_recording, trajectory_from_recording
 from proxy.formats.responses import RESPONSES_ONLY, items_to_chat
@@ -263,6 +266,12 @@ def _generic_document(doc: Any, *, name: str, source: str, digest: str) -> Traje
     if isinstance(doc, list):
         return _from_list(doc, name=name, source=source, digest=digest, fmt="chat")
     if isinstance(doc, dict):
+        contents = doc.get("contents")
+        if isinstance(contents, list) and looks_like_gemini(contents):
+            chat, indexes = contents_to_chat(contents, source, system=doc.get("systemInstruction"))
+            return trajectory_from_messages(
+                chat, name=name, source=source, fmt="gemini", digest=digest, indexes=indexes
+            )
         if isinstance(doc.get("input"), list):
             chat, indexes = items_to_chat(
                 doc["input"], source, instructions=doc.get("instructions")
@@ -296,7 +305,7 @@ def _generic_document(doc: Any, *, name: str, source: str, digest: str) -> Traje
 
 _UNRECOGNISED = (
     "unrecognised trajectory format: expected a JSON array of chat messages, Responses items or "
-    'Anthropic messages; {"messages": [...]}; {"input": [...]}; an llm_completions dump '
+    'Anthropic messages; {"messages": [...]}; {"input": [...]}; Gemini {"contents": [...]}; an llm_completions dump '
     '{"messages", "response"}; JSONL with one message per line; or a recording'
 )
 

@@ -118,12 +118,13 @@ def script(write_trajectory: Any) -> Path:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_chat_trajectory_replays_through_the_gemini_sdk_then_goes_live(
-    proxy: ProxyFactory, script: Path, stream: bool
+    proxy: ProxyFactory, script: Path, stream: bool, tmp_path: Path
 ) -> None:
     fake = FakeUpstream(fallback=gemini_text("Live answer."))
+    dumps = tmp_path / "dumps"
     with (
         running(fake.app) as upstream,
-        proxy(upstream=upstream + "/v1", trajectory=[script]) as url,
+        proxy(upstream=upstream + "/v1", trajectory=[script], dump_dir=dumps) as url,
     ):
         c = client(url, "g1")
 
@@ -172,6 +173,10 @@ def test_a_chat_trajectory_replays_through_the_gemini_sdk_then_goes_live(
     assert forwarded.headers["x-goog-api-key"] == KEY
     roles = [content["role"] for content in forwarded.json["contents"]]
     assert roles == ["user", "model", "user", "model", "user"]
+    # the live completion is dumped (the scripted ones never are), with the replay/live boundary
+    [dumped] = [json.loads(f.read_text()) for f in sorted(dumps.iterdir())]
+    assert dumped["replay_prefix_message_count"] == 5 and dumped["turn"] == 3
+    assert dumped["response"]["candidates"][0]["content"]["parts"] == [{"text": "Live answer."}]
 
 
 def test_side_calls_go_upstream_and_take_no_turn(proxy: ProxyFactory, script: Path) -> None:
