@@ -26,7 +26,7 @@ import orjson
 from proxy.apis.answer import Assembled, event_data, sse_events
 from proxy.apis.request import malformed
 from proxy.errors import BadRequest, ProxyError
-from proxy.formats.gemini import contents_to_chat, parts_text
+from proxy.formats.gemini import answered, contents_to_chat, parts_text
 from proxy.replay.content import text_of
 from proxy.replay.conversation import NO_ID, Call, Conversation, Reply, Result
 from proxy.replay.ids import wire_id
@@ -107,7 +107,7 @@ def parse_gemini(body: Any) -> Conversation:
                 output: Any = response.get("response")
                 text = output["output"] if _plain(output) else orjson.dumps(output).decode()
                 where = (*path, "parts", k, "functionResponse", "response")
-                conv.results.append(Result(pos, where, _answers(response, unanswered), text))
+                conv.results.append(Result(pos, where, answered(response, unanswered), text))
             elif isinstance(part.get("text"), str) and not part.get("thought"):
                 texts.append(part["text"])
         if texts:
@@ -136,17 +136,6 @@ def _plain(output: Any) -> bool:
     return (
         isinstance(output, dict) and set(output) == {"output"} and isinstance(output["output"], str)
     )
-
-
-def _answers(response: dict[str, Any], unanswered: list[tuple[str, str]]) -> str:
-    given, name = response.get("id"), response.get("name")
-    for k, (call_name, ident) in enumerate(unanswered):
-        if (isinstance(given, str) and given and given == ident) or (
-            not given and call_name == name
-        ):
-            del unanswered[k]
-            return ident
-    return given if isinstance(given, str) else ""
 
 
 # ---- the answer

@@ -72,8 +72,8 @@ def trajectory_from_messages(
             final_index = None
             exchange += 1
         if role in ("system", "developer"):
-            if system is None:
-                system = text_of(content)
+            if task is None:  # joined as the API parsers join them (conv.system)
+                system = text_of(content) if system is None else f"{system}\n{text_of(content)}"
         elif role == "tool":
             call_id = msg.get("tool_call_id")
             if type(call_id) is str:

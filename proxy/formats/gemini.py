@@ -42,10 +42,13 @@ def parts_text(parts: Any, *, thought: bool = False) -> str:
     )
 
 
+MADE_UP = "gemini_"  # the start of an id made for a functionCall that came without one
+
+
 def call_id(position: tuple[int, int], name: str) -> str:
     """The id of a functionCall that has none: from its place (content, part) and name."""
     digest = hashlib.sha256(f"{position[0]}:{position[1]}:{name}".encode()).hexdigest()[:24]
-    return f"gemini_{digest}"
+    return MADE_UP + digest
 
 
 def contents_to_chat(
@@ -106,7 +109,7 @@ def contents_to_chat(
                 out.append(
                     {
                         "role": "tool",
-                        "tool_call_id": _answered(response, unanswered),
+                        "tool_call_id": answered(response, unanswered),
                         "content": _output(response.get("response")),
                     }
                 )
@@ -119,16 +122,18 @@ def contents_to_chat(
     return out, indexes
 
 
-def _answered(response: dict[str, Any], unanswered: list[tuple[str, str]]) -> str:
-    """The id of the call a functionResponse answers: its own id, else the oldest unanswered
-    call of its name."""
+def answered(response: dict[str, Any], unanswered: list[tuple[str, str]]) -> str:
+    """The id of the call a functionResponse answers: the call with its id, else the oldest
+    unanswered call of its name (the response has no id, or one no call has: a client that got a
+    call without an id may make one up)."""
     given = response.get("id")
     name = response.get("name")
-    for k, (call_name, ident) in enumerate(unanswered):
-        if (isinstance(given, str) and given == ident) or (not given and call_name == name):
-            del unanswered[k]
-            return ident
-    return given if isinstance(given, str) else str(name)
+    found = next((k for k, (_, ident) in enumerate(unanswered) if given and given == ident), None)
+    if found is None:
+        found = next((k for k, (called, _) in enumerate(unanswered) if called == name), None)
+    if found is None:
+        return given if isinstance(given, str) and given else str(name)
+    return unanswered.pop(found)[1]
 
 
 def _output(response: Any) -> str:

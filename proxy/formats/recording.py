@@ -20,7 +20,7 @@ import orjson
 from proxy.errors import LoadError
 from proxy.formats.anthropic import messages_to_chat
 from proxy.formats.chat import trajectory_from_messages
-from proxy.formats.gemini import contents_to_chat
+from proxy.formats.gemini import MADE_UP, contents_to_chat
 from proxy.formats.responses import items_to_chat
 from proxy.replay.content import text_of
 from proxy.replay.normalize import squash
@@ -82,7 +82,8 @@ def trajectory_from_recording(
     at = 0
     for turn in t.turns:
         key = tuple(c.id for c in turn.tool_calls) or ("text", squash(turn.text))
-        found = next((k for k in range(at, len(steps)) if keys[k] == key), None)
+        calls = ("calls", *(f"{c.name}\x00{c.arguments}" for c in turn.tool_calls))
+        found = next((k for k in range(at, len(steps)) if keys[k] in (key, calls)), None)
         if found is None:
             turns.append(turn)
             continue
@@ -160,17 +161,27 @@ def _usable_step(exchange: dict[str, Any]) -> bool:
 
 
 def _ids(message: dict[str, Any]) -> tuple[str, ...]:
-    calls = message.get("tool_calls") or []
-    ids = tuple(c.get("id") for c in calls if isinstance(c, dict))
+    """What finds a recorded answer's turn in the conversation: its call ids, or, for calls that
+    came without ids (the Gemini API's, given ids from their place in the answer alone), their
+    names and arguments; a text answer by its text."""
+    calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    ids = tuple(str(c.get("id")) for c in calls)
+    if ids and all(i.startswith(MADE_UP) for i in ids):
+        return (
+            "calls",
+            *(f"{c['function']['name']}\x00{c['function']['arguments']}" for c in calls),
+        )
     if ids:
-        return ids  # type: ignore[return-value]
+        return ids
     content = message.get("content")
     return ("text", squash(content) if isinstance(content, str) else "")  # echoed back re-wrapped
 
 
 def _with_recorded_answers(conversation: list[Any], steps: list[dict[str, Any]]) -> list[Any]:
     """The harness may re-serialise what it echoes back; serve what was really answered."""
-    answers = {_ids(e["message"]): e["message"] for e in steps}
+    # an answer whose calls came without ids is not put in: the history's ids are the ones the
+    # harness used (its own, or the places they hold in the conversation)
+    answers = {k: e["message"] for e in steps if (k := _ids(e["message"]))[:1] != ("calls",)}
     out = []
     for message in conversation:
         if isinstance(message, dict) and message.get("role") == "assistant":

@@ -109,7 +109,13 @@ class Shaped(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         if self.fault.kind is Kind.DROP:
-            kept = self.parts[: max(1, len(self.parts) // 2)] if self.stream else ()
+            kept: Sequence[bytes] = ()
+            if self.stream and len(self.parts) > 1:
+                kept = self.parts[: len(self.parts) // 2]
+            elif self.stream and self.parts:  # one event (a Gemini text turn): never its end
+                event = self.parts[0]
+                finish = event.find(b'"finishReason"')
+                kept = [event[: min(len(event) // 2, finish if finish > 0 else len(event))]]
             for part in kept:
                 await send({"type": "http.response.body", "body": part, "more_body": True})
             CUT.set(True)  # returning now leaves the response incomplete: uvicorn cuts it

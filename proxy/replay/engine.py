@@ -157,7 +157,8 @@ def decide(
     if branch is not None and branch < len(turns):
         turns, done = turns[:branch], ForwardReason.BRANCHED
     total = len(turns)
-    text_based = script.text_based
+    # a tool-calling request keeps the follow-up rules even against a script with no tool call
+    text_based = script.text_based and not conv.takes_tools
     held, divergence, replies = match_history(conv, turns, rules.masks, text_based=text_based)
     seen = NOTHING_SEEN
     if divergence is None:
@@ -255,10 +256,11 @@ def observe(
         return NOTHING_SEEN
     results = {r.call_id: r for r in conv.results}
     api = conv.api
-    for reply, turn in zip(conv.replies, script.turns[:held], strict=False):
-        for got, call in zip(reply.calls, turn.tool_calls, strict=False):
-            if got.id.startswith(NO_ID) and got.id in results:  # an id-less call's result
-                results[wire_id(api, call.id)] = results[got.id]
+    if api == "gemini":  # an id-less call's result holds the call's stand-in id
+        for reply, turn in zip(conv.replies, script.turns[:held], strict=False):
+            for got, call in zip(reply.calls, turn.tool_calls, strict=False):
+                if got.id.startswith(NO_ID) and got.id in results:
+                    results[wire_id(api, call.id)] = results[got.id]
     returned = tuple(
         c.id for t in script.turns[:held] for c in t.tool_calls if wire_id(api, c.id) in results
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from proxy.replay.content import text_of
+from proxy.replay.conversation import NO_ID
 from proxy.replay.ids import wire_id
 from proxy.replay.trajectory import UserMessage
 
@@ -42,7 +43,9 @@ def plan_splice(
     if held == len(script.turns) and held > 0 and script.trailing_users:
         last = replies[held - 1]
         ids = {wire_id(conv.api, c.id) for c in script.turns[-1].tool_calls}
-        results = {r.position for r in conv.results if r.call_id in ids}
+        results = {
+            r.position for r in conv.results if r.call_id in ids or r.call_id.startswith(NO_ID)
+        }
         at = last.end + 1
         while at in results:
             at += 1

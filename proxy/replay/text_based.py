@@ -11,7 +11,8 @@ observation). A script whose turns carry no tool call at all is read that way
   itself, so they are compared with the recorded ones as tool results are
   (--on-observation-divergence), never spliced;
 - a tool-less request is a side call (a title, a summary, an unrelated session) unless its
-  conversation is the script's: the same system prompt and task, masks applied (`belongs`). Only
+  conversation is the script's: the same system prompt (none, if the script has none) and task,
+  masks applied (`belongs`). Only
   such a request binds a session or takes a turn; from there the engine derives the turn from the
   history as for tool calls, and a different assistant text in it is a divergence.
 """
@@ -32,4 +33,4 @@ def belongs(conv: Conversation, script: Trajectory, masks: Sequence[re.Pattern[s
         return False
     if prompt(conv.task, masks) != prompt(script.task, masks):
         return False
-    return script.system is None or prompt(conv.system, masks) == prompt(script.system, masks)
+    return prompt(conv.system, masks) == prompt(script.system or "", masks)

@@ -34,6 +34,11 @@ READ_WHOLE = 1024 * 1024  # a sized answer up to this is read whole before it is
 GEMINI_METHODS = (":generateContent", ":streamGenerateContent", ":countTokens", ":embedContent")
 
 
+def is_gemini(raw_path: str) -> bool:
+    """A Gemini API request: under /v1beta or /v1alpha, or a method on a model."""
+    return raw_path.startswith(("/v1beta/", "/v1alpha/")) or raw_path.endswith(GEMINI_METHODS)
+
+
 class Upstream:
     def __init__(
         self,
@@ -82,7 +87,7 @@ class Upstream:
                 "answered from a script cannot be served"
             )
         prefix = self._prefix
-        if raw_path.startswith(("/v1beta/", "/v1alpha/")) or raw_path.endswith(GEMINI_METHODS):
+        if is_gemini(raw_path):
             prefix = prefix.removesuffix("/v1")
             rest = raw_path
         else:
@@ -111,10 +116,18 @@ class Upstream:
         on_complete: OnComplete | None = None,
         keep_body: bool = False,
     ) -> PassThrough:
-        if self._api_key is not None:
-            query = swap_query_key(query, self._api_key)
+        gemini = is_gemini(raw_path)
+        in_query = False
+        if self._api_key is not None and gemini:
+            swapped = swap_query_key(query, self._api_key)
+            in_query, query = swapped != query, swapped
         url = self.url(raw_path, query)
-        forwarded = request_headers(headers, api_key=self._api_key, identity=keep_body)
+        forwarded = request_headers(
+            headers,
+            api_key=self._api_key,
+            identity=keep_body,
+            gemini="query" if in_query else "header" if gemini else None,
+        )
         try:
             answer = await self._client().request(
                 method,

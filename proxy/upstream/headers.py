@@ -41,10 +41,15 @@ def _named_in_connection(values: Iterable[bytes]) -> set[bytes]:
 
 
 def request_headers(
-    headers: Iterable[tuple[bytes, bytes]], *, api_key: str | None, identity: bool = False
+    headers: Iterable[tuple[bytes, bytes]],
+    *,
+    api_key: str | None,
+    identity: bool = False,
+    gemini: str | None = None,
 ) -> list[tuple[str, str]]:
     """The headers to send upstream, as the client library takes them. `identity` asks for an
-    uncompressed answer (the proxy keeps a copy to record)."""
+    uncompressed answer (the proxy keeps a copy to record). `gemini`: a Gemini API request, whose
+    key goes in x-goog-api-key ("header"), or was swapped in its ?key= ("query")."""
     drop = _NOT_FORWARDED_IDENTITY if identity else _NOT_FORWARDED
     out: list[tuple[bytes, bytes]] = []
     connection: list[bytes] = []
@@ -61,19 +66,25 @@ def request_headers(
     if identity:
         out.append((b"accept-encoding", b"identity"))
     if api_key is not None:
-        out = _swap_credentials(out, api_key.encode())
+        out = _swap_credentials(out, api_key.encode(), gemini=gemini)
     # header values are bytes on the wire; latin-1 keeps every byte as it came
     return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in out]
 
 
-def _swap_credentials(headers: list[tuple[bytes, bytes]], key: bytes) -> list[tuple[bytes, bytes]]:
+def _swap_credentials(
+    headers: list[tuple[bytes, bytes]], key: bytes, *, gemini: str | None = None
+) -> list[tuple[bytes, bytes]]:
     used = {h[0] for h in headers if h[0] in _CREDENTIALS}
     out = [h for h in headers if h[0] not in _CREDENTIALS] if used else headers
+    if gemini is not None:  # Google takes an API key as x-goog-api-key or ?key=, not a Bearer
+        if b"authorization" in used:  # an OAuth client: keep its way
+            out.append((b"authorization", b"Bearer " + key))
+        elif gemini == "header":
+            out.append((b"x-goog-api-key", key))
+        return out
     if b"x-api-key" in used:  # an Anthropic client: keep its way of sending the key
         out.append((b"x-api-key", key))
-    if b"x-goog-api-key" in used:  # a Gemini client
-        out.append((b"x-goog-api-key", key))
-    if not used & {b"x-api-key", b"x-goog-api-key"} or b"authorization" in used:
+    if b"x-api-key" not in used or b"authorization" in used:
         out.append((b"authorization", b"Bearer " + key))
     return out
 

@@ -319,8 +319,48 @@ def test_faults_and_the_upstream_key_on_the_gemini_api(proxy: ProxyFactory, scri
             f"{root}/v1beta/models/gemini-2.5-flash:generateContent?key={KEY}",
             json={"contents": [{"role": "user", "parts": [{"text": "title?"}]}]},
         )
+        by_header = c.models.generate_content(
+            model="gemini-2.5-flash", contents=task(), config=config(tools=False)
+        )
     assert limited.value.code == 429 and limited.value.status == "RESOURCE_EXHAUSTED"
     assert [f.id for f in again.function_calls or []] == ["call_G1", "call_G2"]
-    assert side.status_code == 200
-    [forwarded] = fake.requests
-    assert forwarded.query == "key=gm-proxy-key" and KEY not in json.dumps(forwarded.headers)
+    assert side.status_code == 200 and by_header.text == "side"
+    in_query, in_header = fake.requests
+    # the proxy's key goes the client's way, and the Gemini way: never as a Bearer token
+    assert in_query.query == "key=gm-proxy-key"
+    assert "x-goog-api-key" not in in_query.headers and "authorization" not in in_query.headers
+    assert in_header.headers["x-goog-api-key"] == "gm-proxy-key" and not in_header.query
+    assert "authorization" not in in_header.headers
+    assert KEY not in json.dumps([r.headers for r in fake.requests])
+
+
+def test_a_drop_of_a_one_event_answer_cuts_it_before_its_end(
+    proxy: ProxyFactory, script: Path
+) -> None:
+    """A text turn is one event: the cut sends half of it, never its finishReason."""
+    with proxy(upstream="http://127.0.0.1:9/v1", trajectory=[script], fault=["2:drop"]) as url:
+        root = url.removesuffix("/v1")
+        body = {
+            "systemInstruction": {"parts": [{"text": SYSTEM}]},
+            "contents": [
+                {"role": "user", "parts": [{"text": TASK}]},
+                {"role": "model", "parts": [
+                    {"functionCall": {"id": "call_G1", "name": "run_shell_command", "args": {"command": "ls"}}},
+                    {"functionCall": {"id": "call_G2", "name": "run_shell_command", "args": {"command": "ls -a"}}},
+                ]},
+            ],
+            "tools": [{"functionDeclarations": [{"name": "run_shell_command"}]}],
+        }  # fmt: skip
+        got = b""
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            httpx.stream(
+                "POST",
+                f"{root}/v1beta/models/{MODEL}:streamGenerateContent?alt=sse",
+                json=body,
+                headers={"x-goog-api-key": KEY, "x-session-affinity": "g6"},
+            ) as answer,
+        ):
+            for chunk in answer.iter_bytes():
+                got += chunk
+    assert got.startswith(b"data: {") and b"finishReason" not in got

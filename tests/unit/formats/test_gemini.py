@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import orjson
 
@@ -91,3 +92,63 @@ def test_a_turn_is_written_as_candidates_and_read_back() -> None:
     back = read_answer(b"".join(events), stream=True)
     assert back.finish_reason == "STOP" and back.message is not None
     assert back.message["content"] == "Listing." and len(back.message["tool_calls"]) == 2
+
+
+def test_an_id_less_history_gets_the_trailing_user_message_after_its_responses() -> None:
+    """Live after the script: the recorded user message goes after the function responses, never
+    between a functionCall and its functionResponse (Gemini refuses that order)."""
+    recorded = [
+        {"role": "user", "content": "List."},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a"},
+        {"role": "user", "content": "Now summarise."},
+    ]  # fmt: skip
+    script = load_bytes(orjson.dumps(recorded), name="s", source="s.json")
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "List."}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "ls", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "ls", "response": {"output": "a"}}}]},
+        ],
+        "tools": [{"functionDeclarations": [{"name": "ls"}]}],
+    }  # fmt: skip
+    decision = decide(parse_gemini(body), script)
+    assert not isinstance(decision, Scripted)
+    [insertion] = decision.splice  # type: ignore[union-attr]
+    assert insertion.position == 3  # after the responses, at the end
+
+
+def test_a_recording_of_an_upstream_that_sends_no_ids_keeps_its_steps() -> None:
+    """Real Gemini answers functionCalls without ids; the client then makes up ids of its own."""
+    from proxy.formats import load_bytes as load
+
+    def exchange(contents: list[Any], parts: list[Any]) -> bytes:
+        line = {
+            "type": "exchange", "lane": "main", "api": "gemini", "status": 200, "error": None,
+            "method": "POST", "path": "/v1beta/models/m:generateContent",
+            "request": {"contents": contents, "tools": [{"functionDeclarations": [{"name": "sh"}]}]},
+            "response": {"candidates": [{"content": {"role": "model", "parts": parts}}]},
+            "message": read_answer(orjson.dumps({"candidates": [{"content": {"role": "model", "parts": parts}}]}), stream=False).message,
+        }  # fmt: skip
+        return orjson.dumps(line) + b"\n"
+
+    task = {"role": "user", "parts": [{"text": "Go."}]}
+    call = {"functionCall": {"name": "sh", "args": {"command": "ls"}}}
+    echoed = {
+        "role": "model",
+        "parts": [{"functionCall": {"id": "sh-123-abc", "name": "sh", "args": {"command": "ls"}}}],
+    }
+    result = {
+        "role": "user",
+        "parts": [
+            {"functionResponse": {"id": "sh-123-abc", "name": "sh", "response": {"output": "a"}}}
+        ],
+    }
+    t = load(
+        exchange([task], [call]) + exchange([task, echoed, result], [{"text": "Done."}]),
+        name="r",
+        source="r.jsonl",
+    )  # fmt: skip
+    assert [turn.recorded is not None for turn in t.turns] == [True, True]
+    assert [c.id for c in t.turns[0].tool_calls] == ["sh-123-abc"]  # the ids the client used
+    assert t.tool_outputs == {"sh-123-abc": "a"}

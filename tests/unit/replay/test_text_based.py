@@ -112,8 +112,6 @@ def test_a_tool_less_request_belongs_only_with_the_scripts_system_prompt_and_tas
     assert belongs(
         request(task=TASK.replace("01-02", "03-04")), s, [re.compile(r"\d{4}-\d\d-\d\d")]
     )
-    no_system = script(RECORDED[1:])
-    assert belongs(request(system="anything"), no_system)  # no recorded system prompt: the task
     calls = script([*RECORDED[:2], {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "function": {"name": "bash"}}]}])  # fmt: skip
     assert not belongs(request(), calls)
 
@@ -209,3 +207,28 @@ def test_the_other_apis_read_the_same_conversation(api: str) -> None:
     assert conv.lane(subagent=False) is Lane.TOOLLESS and belongs(conv, s)
     d = decide(conv, s)
     assert isinstance(d, Scripted) and d.turn.number == 3 and d.observations.divergence is None
+
+
+def test_a_tool_calling_request_keeps_the_follow_up_rules() -> None:
+    """A script with no tool call is text-based only for tool-less requests: a harness that offers
+    tools and typed a different follow-up has diverged, as in any conversation."""
+    chat = [*RECORDED[:2], {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "And now?"}, {"role": "assistant", "content": "Bye."}]  # fmt: skip
+    s = script(chat)
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
+    sent = [*chat[:3], {"role": "user", "content": "Something else?"}]
+    with_tools = parse_chat({"model": "m", "messages": sent, "tools": tools})
+    d = decide(with_tools, s)
+    assert isinstance(d, Diverged) and d.divergence.kind == "follow-up"
+    d = decide(parse_chat({"model": "m", "messages": sent}), s)  # tool-less: an observation
+    assert isinstance(d, Scripted) and d.observations.divergence is not None
+
+
+def test_the_system_prompt_is_every_system_message_before_the_task() -> None:
+    """As the API parsers read it: a system and a developer message are one system prompt."""
+    two = [{"role": "system", "content": SYSTEM}, {"role": "developer", "content": "Repo: /testbed"}, *RECORDED[1:]]  # fmt: skip
+    s = script(two)
+    assert s.system == f"{SYSTEM}\nRepo: /testbed"
+    sent = parse_chat({"model": "m", "messages": two[:3]})
+    assert belongs(sent, s) and not belongs(request(), s)
+    assert not belongs(request(system="anything"), script(RECORDED[1:]))  # none means none
+    assert belongs(parse_chat({"model": "m", "messages": RECORDED[1:2]}), script(RECORDED[1:]))
