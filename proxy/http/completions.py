@@ -110,11 +110,13 @@ async def _text_based(
     """The session's binding when this tool-less request is the conversation of a text-based
     script (proxy.replay.text_based); None for a side call, which binds and consumes nothing."""
     masks = runtime.rules.masks
+    # strict mode refuses a branch on the main lane; a side call was never asked about one
+    branch = None if runtime.strict else branch_point(request.headers.get(BRANCH_HEADER))
     binding = await runtime.sessions.script_for(
         session,
         conv,
         request.headers.get("x-replay-trajectory"),
-        branch_point(request.headers.get(BRANCH_HEADER)),
+        branch,
         fits=lambda script: belongs(conv, script, masks),
     )
     return binding if binding.trajectory is not None else None
