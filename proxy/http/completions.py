@@ -159,7 +159,10 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         # answered here, not raised: front.answer_error would count it a second time, as an error
         return error_response(error, api=call.api.name)
     if isinstance(decision, Scripted | Stop):
-        return await _answer(call, decision, script, fault)
+        if fault is not None and fault.kind.status is not None and isinstance(decision, Scripted):
+            label = f"{decision.turn.number}/{decision.total}"
+            return await _fault_error(call, fault, label)  # instead of the turn
+        return _answer(call, decision, script, fault)
     assert isinstance(decision, Forward)
     if decision.divergence is not None:
         runtime.metrics.diverged(decision.divergence.kind)
@@ -245,7 +248,7 @@ def _diverged(session: str, script: Trajectory | None, decision: Diverged) -> Re
     )
 
 
-async def _answer(
+def _answer(
     call: InFlight, decision: Scripted | Stop, script: Trajectory | None, fault: Fault | None
 ) -> Response:
     conv, api = call.conv, call.api
@@ -255,13 +258,9 @@ async def _answer(
     else:
         turn = decision.turn
         label, source = f"{turn.number}/{decision.total}", "scripted"
-    if fault is not None:
-        call.runtime.metrics.fault(fault.kind.value)
-        log.info("session=%s turn %s: fault %s injected", call.session, label, fault.label)
-        if fault.kind.status is not None:
-            return await _fault_error(call, fault, label)
     headers = own_headers(call.headers, source.encode(), (b"x-replay-turn", label.encode()))
     if fault is not None:
+        _injected(call, fault, label)
         headers.append((b"x-replay-fault", fault.label.encode()))
     key = f"replay-{script.digest[:12] if script else 'none'}-{turn.number}"
     recorded = turn.recorded
@@ -283,7 +282,11 @@ async def _answer(
     on_complete = None
     tap = call.tap
     if tap is not None and cut:
-        await tap.error(InjectedFault(200, f"fault injected at turn {label}: drop"), "fault")
+        error = InjectedFault(200, f"fault injected at turn {label}: drop")
+
+        async def on_complete() -> None:  # when the cut is made: recorded as the fault it is
+            await tap.error(error, "fault")
+
     elif tap is not None:
         tap.exchange.source = "scripted"
         message = chat_message(turn)
@@ -292,10 +295,13 @@ async def _answer(
             await tap.rendered(parts, stream=conv.stream, message=message, turn=label)
 
     if fault is not None:
-        return await faulted(
-            fault, parts, headers, content_type=content_type, on_complete=on_complete
-        )
+        return faulted(fault, parts, headers, content_type=content_type, on_complete=on_complete)
     return rendered(parts, headers, content_type=content_type, on_complete=on_complete)
+
+
+def _injected(call: InFlight, fault: Fault, label: str) -> None:
+    call.runtime.metrics.fault(fault.kind.value)
+    log.info("session=%s turn %s: fault %s injected", call.session, label, fault.label)
 
 
 async def _fault_error(call: InFlight, fault: Fault, label: str) -> Response:
@@ -306,6 +312,7 @@ async def _fault_error(call: InFlight, fault: Fault, label: str) -> Response:
         (b"x-replay-turn", label.encode()),
         (b"x-replay-fault", fault.label.encode()),
     ]
+    _injected(call, fault, label)
     where = f"turn {label} of session {call.session}"
     response, error = fault_error(fault, api=call.api.name, where=where, headers=headers)
     call.done("fault", label, error.status)

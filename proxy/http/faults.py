@@ -46,7 +46,7 @@ def fault_error(
     return error_response(error, api=api, headers={**own, **fault.retry_headers()}), error
 
 
-async def faulted(
+def faulted(
     fault: Fault,
     parts: Sequence[bytes],
     headers: list[tuple[bytes, bytes]],
@@ -54,11 +54,13 @@ async def faulted(
     content_type: bytes,
     on_complete: OnComplete | None,
 ) -> Response:
-    """The answer, delayed, stalled or cut as the fault says."""
+    """The answer, delayed, stalled or cut as the fault says. For a cut, `on_complete` runs
+    when the cut is made (it records the fault)."""
     seconds = fault.seconds or 0.0
     if fault.kind is Kind.DELAY:
-        await asyncio.sleep(seconds)
-        return rendered(parts, headers, content_type=content_type, on_complete=on_complete)
+        return Delayed(
+            seconds, rendered(parts, headers, content_type=content_type, on_complete=on_complete)
+        )
     stream = content_type.startswith(b"text/event-stream")
     if stream and len(parts) == 1:  # a recorded stream (strict mode) is kept as one piece
         parts = [event + b"\n\n" for event in parts[0].split(b"\n\n") if event.strip()]
@@ -119,11 +121,26 @@ class Shaped(Response):
             for part in kept:
                 await send({"type": "http.response.body", "body": part, "more_body": True})
             CUT.set(True)  # returning now leaves the response incomplete: uvicorn cuts it
+            if self.on_complete is not None:
+                await self.on_complete()
             return
         await asyncio.sleep(self.fault.seconds or 0.0)
         if self.on_complete is not None:
             await self.on_complete()
         await send({"type": "http.response.body", "body": b"".join(self.parts)})
+
+
+class Delayed(Response):
+    """The whole answer, after a wait."""
+
+    def __init__(self, seconds: float, answer: Response) -> None:
+        self.seconds = seconds
+        self.answer = answer
+        self.background = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await asyncio.sleep(self.seconds)
+        await self.answer(scope, receive, send)
 
 
 class QuietCut(logging.Filter):

@@ -220,9 +220,13 @@ class Sessions:
         message count (the replay/live boundary for dumps)."""
         now = time.time()
         fired: list[Fault] = []
+        event = _event(session, lane, decision, now)
+        plain = event["source"], event["detail"]
 
         def change(s: SessionState) -> None:
-            fired.clear()  # a store may run the change again (a Redis transaction retried)
+            if fired:  # a store may run the change again (a Redis transaction retried)
+                fired.clear()
+                event["source"], event["detail"] = plain
             if decision is None or isinstance(decision, Forward):
                 s.forwarded[str(lane)] = s.forwarded.get(str(lane), 0) + 1
             if decision is None:
@@ -236,9 +240,12 @@ class Sessions:
                 if s.observation is None:
                     s.observation = {**observed.as_dict(), "at": now}
             if isinstance(decision, Scripted):
-                fault = _fire(s, self.fault_plan(s), decision.turn.number, now)
+                fault = None
+                if s.faults is not None or self.faults:  # most sessions have no plan
+                    fault = _fire(s, self.fault_plan(s), decision.turn.number, now)
                 if fault is not None:
                     fired.append(fault)
+                    event["source"], event["detail"] = "fault", f"{fault.label} injected"
                     if not fault.serves:
                         return  # the turn was not served: the request gets the fault instead
                 s.scripted_responses += 1
@@ -257,12 +264,6 @@ class Sessions:
                 if decision.divergence is not None:
                     s.live_reason = str(ForwardReason.DIVERGED)  # live for good from here
                     _note_divergence(s, decision.divergence, now)
-
-        def event(s: SessionState) -> Event:
-            if fired and isinstance(decision, Scripted):
-                turn = f"{decision.turn.number}/{decision.total}"
-                return _entry(session, lane, "fault", turn, f"{fired[0].label} injected", now)
-            return _event(session, lane, decision, now)
 
         state = await self.store.update(session, change, now=now, event=event)
         return state, fired[0] if fired else None
@@ -328,17 +329,6 @@ def _fire(s: SessionState, plan: tuple[Fault, ...], turn: int, now: float) -> Fa
 INJECTED_KEPT = 200  # a session's status lists its latest injections
 
 
-def _entry(session: str, lane: str, source: str, turn: str, detail: str, now: float) -> Event:
-    return {
-        "at": now,
-        "session": session,
-        "lane": str(lane),
-        "source": source,
-        "turn": turn,
-        "detail": detail[:300],
-    }
-
-
 def _event(session: str, lane: str, decision: Decision | None, now: float) -> Event:
     source, turn, detail = "upstream", "-", ""
     if isinstance(decision, Scripted):
@@ -356,7 +346,14 @@ def _event(session: str, lane: str, decision: Decision | None, now: float) -> Ev
         detail = f"{detail}; observation differs: {decision.observations.divergence.difference.path}".lstrip(
             "; "
         )
-    return _entry(session, lane, source, turn, detail, now)
+    return {
+        "at": now,
+        "session": session,
+        "lane": str(lane),
+        "source": source,
+        "turn": turn,
+        "detail": detail[:300],
+    }
 
 
 def _note_divergence(s: SessionState, divergence: Divergence, now: float) -> None:
