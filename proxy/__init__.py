@@ -5,7 +5,7 @@ One request's way through, and the folder that takes each step:
     uvicorn (HTTP/1.1 framing)
       -> http/front.py          the ASGI entry: the hot paths as plain ASGI, the rest FastAPI
       -> http/incoming.py       the request as the hot path reads it: bounded body, target as sent
-      -> apis/<api>.py          parse: the body -> a Conversation (chat, responses, anthropic)
+      -> apis/<api>.py          parse: the body -> a Conversation (chat, responses, anthropic, gemini)
       -> sessions/registry.py   which script the session has (bound once, kept in store/)
       -> replay/engine.py       decide, pure: a scripted turn, a divergence, stop, or go live
       -> store/                 the decision recorded in the session's state, atomically

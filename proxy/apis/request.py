@@ -1,5 +1,5 @@
 """What every API's request body must have before the decision reads it, and the tools it offers:
-one rule each, for the three APIs."""
+one rule each, for the OpenAI and Anthropic APIs (Gemini's body has no model: gemini.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""POST /v1/chat/completions, /v1/responses and /v1/messages: one path for all three APIs.
+"""POST /v1/chat/completions, /v1/responses, /v1/messages and Gemini's
+/v1beta/models/{model}:generateContent (and :streamGenerateContent): one path for all four APIs.
 
 route -> parse -> engine.decide (pure) -> store -> render or forward. Served by proxy.http.front as
 plain ASGI (not FastAPI routes): these are the hot paths.

@@ -35,7 +35,7 @@ STORE_ERRORS = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
 )
-OTHER = "other"  # the api label of everything that is not one of the three completion APIs
+OTHER = "other"  # the api label of everything that is not one of the four completion APIs
 # path -> (handler, api label); the label also picks the error shape, never the path's suffix
 _CHAT = partial(completions.serve, api=CHAT)
 _RESPONSES = partial(completions.serve, api=RESPONSES)
