@@ -18,7 +18,6 @@ from proxy import logs
 from proxy.config import Settings
 from proxy.errors import BadRequest, NotFound, ProxyError
 from proxy.http import admin, health, ui
-from proxy.http.faults import quiet_cuts
 from proxy.http.front import Front, answer_error, unexpected
 from proxy.metrics import Metrics
 from proxy.recording.dumper import Dumper
@@ -41,7 +40,6 @@ def create_app(
     library: Library | None = None,
 ) -> Front:
     """Trajectories are loaded here, not in the lifespan, so a bad file fails before binding."""
-    quiet_cuts()
     if library is None:
         library = Library.load(settings.trajectory, settings.trajectory_dir)
     store = store if store is not None else open_store(settings.store)

@@ -1,17 +1,15 @@
 """Answers with a fault injected into them (proxy.replay.faults decides which): an error in the
 API's own shape, a stream cut short, a stall, a delay.
 
-A cut leaves the response incomplete on purpose, and uvicorn then logs "ASGI callable returned
-without completing response." as an error: the request's context marks the cut, and a filter on
-uvicorn's logger drops that one line for it (the request log says what was injected).
+A cut is an ASGI response that ends without its last body message: the server (uvicorn) then
+closes the connection, as it must, and logs that the answer was incomplete, which it was; the
+request log says just before that the fault was injected.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Sequence
-from contextvars import ContextVar
 
 from sse_starlette import EventSourceResponse
 from starlette.responses import Response
@@ -21,8 +19,6 @@ from proxy.errors import InjectedFault, error_response
 from proxy.http.answers import OnComplete, rendered
 from proxy.replay.faults import Fault, Kind
 
-CUT: ContextVar[bool] = ContextVar("replay_proxy_cut", default=False)
-INCOMPLETE = "ASGI callable returned without completing response."
 WHAT = {
     Kind.RATE_LIMITED: "rate limited",
     Kind.SERVER_ERROR: "server error",
@@ -120,7 +116,7 @@ class Shaped(Response):
                 kept = [event[: min(len(event) // 2, finish if finish > 0 else len(event))]]
             for part in kept:
                 await send({"type": "http.response.body", "body": part, "more_body": True})
-            CUT.set(True)  # returning now leaves the response incomplete: uvicorn cuts it
+            # returning now leaves the response incomplete: the server closes the connection
             if self.on_complete is not None:
                 await self.on_complete()
             return
@@ -141,16 +137,3 @@ class Delayed(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await asyncio.sleep(self.seconds)
         await self.answer(scope, receive, send)
-
-
-class QuietCut(logging.Filter):
-    """Drops uvicorn's error line about an incomplete response when a fault cut it on purpose."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.msg == INCOMPLETE and CUT.get())
-
-
-def quiet_cuts() -> None:
-    logger = logging.getLogger("uvicorn.error")
-    if not any(isinstance(f, QuietCut) for f in logger.filters):
-        logger.addFilter(QuietCut())
