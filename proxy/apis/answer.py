@@ -1,4 +1,5 @@
-"""An answer as it went over the wire, read back: the assistant message it carried.
+"""An answer as it went over the wire, read back: the assistant message it carried; and what
+writing one may refuse.
 
 Used for recordings and dumps: a JSON completion is read as it is; an SSE stream is split into
 its events and put back together the way the SDKs do it (each API's `read_answer`).
@@ -8,6 +9,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
+
+from proxy.errors import ProxyError
+from proxy.replay.trajectory import Turn
+
+# ---- writing answers
+
+
+class Unservable(ProxyError):
+    status = 404
+    type = "invalid_request_error"
+    code = "unservable_turn"
+
+
+def arguments_object(turn: Turn, index: int, why: str) -> dict[str, Any]:
+    """A call's recorded arguments, parsed, for an API that takes them only as a JSON object."""
+    call = turn.tool_calls[index]
+    value = orjson.loads(call.arguments)
+    if not isinstance(value, dict):
+        raise Unservable(
+            f"scripted turn {turn.number}: the arguments of {call.name} call {call.id} are not a JSON "
+            f"object, and {why}"
+        )
+    return value
+
 
 # ---- reading answers back
 

@@ -23,9 +23,9 @@ from typing import Any
 
 import orjson
 
-from proxy.apis.answer import Assembled, event_data, sse_events
+from proxy.apis.answer import Assembled, arguments_object, event_data, sse_events
 from proxy.apis.request import malformed, opened
-from proxy.errors import BadRequest, ProxyError
+from proxy.errors import BadRequest
 from proxy.formats.anthropic import messages_to_chat
 from proxy.replay.content import is_content, text_of
 from proxy.replay.conversation import Call, Conversation, Reply, Result
@@ -116,12 +116,6 @@ def parse_anthropic(body: Any) -> Conversation:
 SIGNATURE_MARK = b"rp1:"  # the decoded start of the proxy's own thinking signatures
 
 
-class Unservable(ProxyError):
-    status = 404
-    type = "invalid_request_error"
-    code = "unservable_turn"
-
-
 def signature(thinking: str) -> str:
     return base64.b64encode(SIGNATURE_MARK + hashlib.sha256(thinking.encode()).digest()).decode()
 
@@ -149,17 +143,6 @@ def _thinking_wanted(request: dict[str, Any]) -> bool:
     return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
 
 
-def _input(turn: Turn, index: int) -> dict[str, Any]:
-    call = turn.tool_calls[index]
-    value = orjson.loads(call.arguments)
-    if not isinstance(value, dict):
-        raise Unservable(
-            f"scripted turn {turn.number}: the arguments of {call.name} call {call.id} are not a JSON "
-            "object, and the Anthropic API takes only objects as tool_use input"
-        )
-    return value
-
-
 def blocks(turn: Turn, request: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if turn.reasoning and _thinking_wanted(request):
@@ -174,7 +157,9 @@ def blocks(turn: Turn, request: dict[str, Any]) -> list[dict[str, Any]]:
                 "type": "tool_use",
                 "id": wire_id("anthropic", call.id),
                 "name": call.name,
-                "input": _input(turn, i),
+                "input": arguments_object(
+                    turn, i, "the Anthropic API takes only objects as tool_use input"
+                ),
             }
         )
     return out

@@ -23,10 +23,10 @@ from typing import Any
 
 import orjson
 
-from proxy.apis.answer import Assembled, event_data, sse_events
-from proxy.apis.request import malformed
-from proxy.errors import BadRequest, ProxyError
-from proxy.formats.gemini import answered, contents_to_chat, parts_text
+from proxy.apis.answer import Assembled, arguments_object, event_data, sse_events
+from proxy.apis.request import malformed, tool_names
+from proxy.errors import BadRequest
+from proxy.formats.gemini import answered, contents_to_chat, parts_text, response_text
 from proxy.replay.content import text_of
 from proxy.replay.conversation import NO_ID, Call, Conversation, Reply, Result
 from proxy.replay.ids import wire_id
@@ -66,7 +66,7 @@ def parse_gemini(body: Any) -> Conversation:
         "",  # model: from the URL (target)
         False,  # stream: from the URL
         False,  # include_usage
-        _tools(body.get("tools")),
+        tool_names(body.get("tools")),
         isinstance(calling, dict) and calling.get("mode") == "NONE",  # tool_choice_none
         len(contents),  # message_count
     )
@@ -105,7 +105,7 @@ def parse_gemini(body: Any) -> Conversation:
             response = part.get("functionResponse")
             if isinstance(response, dict):
                 output: Any = response.get("response")
-                text = output["output"] if _plain(output) else orjson.dumps(output).decode()
+                text = response_text(output)
                 where = (*path, "parts", k, "functionResponse", "response")
                 conv.results.append(Result(pos, where, answered(response, unanswered), text))
             elif isinstance(part.get("text"), str) and not part.get("thought"):
@@ -118,33 +118,7 @@ def parse_gemini(body: Any) -> Conversation:
     return conv
 
 
-def _tools(tools: Any) -> tuple[str, ...]:
-    if tools is None:
-        return ()
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be an array", param="tools")
-    names: list[str] = []
-    for tool in tools:
-        declared = tool.get("functionDeclarations") if isinstance(tool, dict) else None
-        for fn in declared if isinstance(declared, list) else []:
-            if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-                names.append(fn["name"])
-    return tuple(names)
-
-
-def _plain(output: Any) -> bool:
-    return (
-        isinstance(output, dict) and set(output) == {"output"} and isinstance(output["output"], str)
-    )
-
-
 # ---- the answer
-
-
-class Unservable(ProxyError):
-    status = 404
-    type = "invalid_request_error"
-    code = "unservable_turn"
 
 
 def _thoughts_wanted(request: dict[str, Any]) -> bool:
@@ -154,17 +128,6 @@ def _thoughts_wanted(request: dict[str, Any]) -> bool:
         return False
     # the API takes the proto field names too, as the Python SDK sends them
     return thinking.get("includeThoughts", thinking.get("include_thoughts")) is True
-
-
-def _args(turn: Turn, index: int) -> dict[str, Any]:
-    call = turn.tool_calls[index]
-    value = orjson.loads(call.arguments)
-    if not isinstance(value, dict):
-        raise Unservable(
-            f"scripted turn {turn.number}: the arguments of {call.name} call {call.id} are not a JSON "
-            "object, and the Gemini API takes only objects as functionCall args"
-        )
-    return value
 
 
 def parts(turn: Turn, request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -179,7 +142,9 @@ def parts(turn: Turn, request: dict[str, Any]) -> list[dict[str, Any]]:
                 "functionCall": {
                     "id": wire_id("gemini", call.id),
                     "name": call.name,
-                    "args": _args(turn, i),
+                    "args": arguments_object(
+                        turn, i, "the Gemini API takes only objects as functionCall args"
+                    ),
                 }
             }
         )

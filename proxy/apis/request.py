@@ -31,7 +31,8 @@ def opened(body: Any, history: str) -> tuple[Any, str]:
 
 def tool_names(tools: Any) -> tuple[str, ...]:
     """The names of the function tools offered, in the chat form (`function.name`) or the flat one
-    (`name`, Responses); Codex's namespace groups are looked into."""
+    (`name`, Responses, Anthropic); Codex's namespace groups and Gemini's functionDeclarations
+    groups are looked into."""
     if tools is None:
         return ()
     if not isinstance(tools, list):
@@ -42,6 +43,9 @@ def tool_names(tools: Any) -> tuple[str, ...]:
             continue
         if tool.get("type") == "namespace":
             names.extend(tool_names(tool.get("tools")))
+            continue
+        if isinstance(tool.get("functionDeclarations"), list):
+            names.extend(tool_names(tool["functionDeclarations"]))
             continue
         fn = tool.get("function")
         name = fn.get("name") if isinstance(fn, dict) else tool.get("name")

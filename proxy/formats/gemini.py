@@ -110,7 +110,7 @@ def contents_to_chat(
                     {
                         "role": "tool",
                         "tool_call_id": answered(response, unanswered),
-                        "content": _output(response.get("response")),
+                        "content": response_text(response.get("response")),
                     }
                 )
                 indexes.append(index)
@@ -136,7 +136,7 @@ def answered(response: dict[str, Any], unanswered: list[tuple[str, str]]) -> str
     return unanswered.pop(found)[1]
 
 
-def _output(response: Any) -> str:
+def response_text(response: Any) -> str:
     """A functionResponse's response as tool output text: {"output": text} is the text."""
     if (
         isinstance(response, dict)

@@ -16,7 +16,6 @@ Marked `harness`: `pytest -m "not harness"` skips it; .ci/run runs it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from starlette.responses import Response
 from proxy.app import create_app
 from proxy.config import Settings
 from proxy.formats import load_all
-from tests.helpers.harness.install import Unavailable, install
+from tests.e2e.test_harnesses import STEPS, TASK, installed
 from tests.helpers.harness.recipes import (
     MINI_TEXT,
     Run,
@@ -43,12 +42,6 @@ from tests.helpers.servers import FakeUpstream, Seen, running, text
 
 pytestmark = pytest.mark.harness
 
-TASK = "Set up the greeting files in this repository."
-STEPS = [
-    "echo created > created.txt && echo step1 >> runs.log",
-    "sed -i 's/old value/new value/' existing.txt && echo step2 >> runs.log",
-    "echo $((6 * 7)) > answer.txt && echo step3 >> runs.log",
-]
 ANSWERS = [mini_action(step, f"step {k + 1}") for k, step in enumerate(STEPS)]
 SUBMIT = MINI_TEXT.finish["text"]
 
@@ -92,12 +85,7 @@ class Recorded:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     base = tmp_path_factory.mktemp("text-based")
-    try:
-        install("mini", base / "install-mini.log")
-    except Unavailable as exc:
-        if os.environ.get("REPLAY_PROXY_REQUIRE_HARNESSES"):
-            pytest.fail(f"mini-swe-agent cannot be installed: {exc}")
-        pytest.skip(f"mini-swe-agent: {exc}")
+    installed("mini", base)
     fake = FakeUpstream(fallback=model)
     records = base / "recordings"
     with (

@@ -472,3 +472,13 @@ class RawUpstream:
             self.script(RawConnection(sock, self.requests))
         with contextlib.suppress(OSError):
             sock.close()
+
+
+def session_status(url: str, session: str) -> dict[str, Any]:
+    """A session's status from the proxy at `url` (its root, or its /v1 base URL)."""
+    import httpx
+
+    answer = httpx.get(url.removesuffix("/v1") + f"/replay/sessions/{session}")
+    answer.raise_for_status()
+    result: dict[str, Any] = answer.json()
+    return result

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import ProxyFactory
 from tests.helpers.agent import RECORDED, TOOLS, agent_step, client, follow, start_messages
-from tests.helpers.servers import FakeUpstream, running
+from tests.helpers.servers import FakeUpstream, running, session_status
 
 Session = dict[str, str]
 
@@ -28,13 +28,6 @@ Session = dict[str, str]
 def script(write_trajectory: Any) -> Path:
     path: Path = write_trajectory(RECORDED, name="two-turns")
     return path
-
-
-def status(url: str, session: str) -> dict[str, Any]:
-    answer = httpx.get(url.removesuffix("/v1") + f"/replay/sessions/{session}")
-    answer.raise_for_status()
-    result: dict[str, Any] = answer.json()
-    return result
 
 
 def second_turn(c: openai.OpenAI) -> list[dict[str, Any]]:
@@ -65,7 +58,7 @@ def test_the_sdk_retries_a_429_and_gets_the_same_turn(proxy: ProxyFactory, scrip
             messages=messages,  # type: ignore[arg-type]
             tools=TOOLS,
         )
-        session = status(url, "s429")
+        session = session_status(url, "s429")
         metrics = httpx.get(url.removesuffix("/v1") + "/metrics").text
     response = limited.value.response
     assert response.headers["retry-after"] == "1" and response.headers["retry-after-ms"] == "10"
@@ -104,7 +97,7 @@ def test_server_errors_are_retried_by_the_sdk_on_the_responses_api(
             input=RECORDED[1]["content"],
             tools=tools,
         )
-        session = status(url, "resp")
+        session = session_status(url, "resp")
     out = raw.parse()
     assert [item.type for item in out.output][-1] == "function_call"
     assert raw.headers["x-replay-turn"] == "1/2"
@@ -137,7 +130,7 @@ def test_a_retry_is_never_given_another_turn(
                 seen.append((raw.status_code, raw.headers["x-replay-turn"]))
             except openai.APIStatusError as exc:
                 seen.append((exc.status_code, exc.response.headers["x-replay-turn"]))
-        injected = status(url, "same")["faults"]["injected"]
+        injected = session_status(url, "same")["faults"]["injected"]
     assert seen == [(500, "2/2"), (503, "2/2"), (200, "2/2")]
     assert [(i["turn"], i["kind"]) for i in injected] == [(2, "500:0.01"), (2, "503:0.01")]
 
@@ -186,7 +179,7 @@ def test_a_dropped_stream_breaks_off_and_the_retry_gets_the_turn(
             ):
                 got.append(chunk)
         whole, headers = agent_step(c, start_messages(), stream=True)
-        session = status(url, "cut")
+        session = session_status(url, "cut")
     # part of the events came (the role, the text), never the finish
     assert got and not any(ch.choices and ch.choices[0].finish_reason for ch in got)
     assert headers["x-replay-turn"] == "1/2" and whole["finish"] == "tool_calls"
@@ -225,7 +218,7 @@ def test_a_stalled_or_delayed_answer_still_arrives_whole(
     with proxy(trajectory=[script], fault=[f"1:{kind}"]) as url:
         c = client(url, **{"x-session-affinity": "slow"})
         message, headers = agent_step(c, start_messages(), stream=stream)
-        session = status(url, "slow")
+        session = session_status(url, "slow")
     assert headers["x-replay-fault"] == kind and headers["x-replay-source"] == "scripted"
     assert message["tool_calls"][0]["id"] == "call_A" and message["finish"] == "tool_calls"
     assert [i["kind"] for i in session["faults"]["injected"]] == [kind]
@@ -266,7 +259,7 @@ def test_faults_work_in_strict_mode(proxy: ProxyFactory, tmp_path: Path) -> None
             stream_options={"include_usage": True},
         )
         ids = [d.id for ch in stream for c in ch.choices for d in c.delta.tool_calls or [] if d.id]
-        session = status(url, "rec")
+        session = session_status(url, "rec")
     assert ids == ["call_S1"] == [recorded["tool_calls"][0]["id"]]
     assert [i["kind"] for i in session["faults"]["injected"]] == ["503:0.01", "drop"]
 

@@ -18,7 +18,7 @@ from google.genai import errors, types
 
 from proxy.formats import load_file
 from tests.conftest import ProxyFactory
-from tests.helpers.servers import FakeUpstream, gemini_call, gemini_text, running
+from tests.helpers.servers import FakeUpstream, gemini_call, gemini_text, running, session_status
 
 MODEL = "gemini-2.5-pro"
 SYSTEM = "You are terse."
@@ -103,13 +103,6 @@ def merged(chunks: list[types.GenerateContentResponse]) -> types.GenerateContent
     )
 
 
-def status(url: str, session: str) -> dict[str, Any]:
-    result: dict[str, Any] = httpx.get(
-        url.removesuffix("/v1") + f"/replay/sessions/{session}"
-    ).json()
-    return result
-
-
 @pytest.fixture
 def script(write_trajectory: Any) -> Path:
     path: Path = write_trajectory(RECORDED, name="gemini-run")
@@ -149,7 +142,7 @@ def test_a_chat_trajectory_replays_through_the_gemini_sdk_then_goes_live(
             types.Content(role="user", parts=[types.Part(text="More?")]),
         ]  # type: ignore[index, list-item]
         live = ask(contents)
-        session = status(url, "g1")
+        session = session_status(url, "g1")
     parts = first.candidates[0].content.parts  # type: ignore[index, union-attr]
     assert parts is not None
     assert [(p.thought, p.text) for p in parts if p.text] == [
@@ -190,7 +183,7 @@ def test_side_calls_go_upstream_and_take_no_turn(proxy: ProxyFactory, script: Pa
             model="gemini-2.5-flash", contents=task(), config=config(tools=False)
         )
         first = c.models.generate_content(model=MODEL, contents=task(), config=config())
-        session = status(url, "g2")
+        session = session_status(url, "g2")
     assert title.text == "A title" and [f.id for f in first.function_calls or []] == [
         "call_G1",
         "call_G2",
@@ -252,7 +245,7 @@ def test_a_client_that_sends_no_ids_back_is_matched_by_name(
             json=body,
             headers={"x-goog-api-key": KEY, "x-session-affinity": "g4"},
         )
-        session = status(url, "g4")
+        session = session_status(url, "g4")
     assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
     chunks = answer.json()
     assert isinstance(chunks, list) and chunks[-1]["candidates"][0]["finishReason"] == "STOP"
@@ -294,7 +287,7 @@ def test_a_run_recorded_through_gemini_replays_strictly_and_keeps_no_key(
     assert [[c.id for c in t.tool_calls] for t in script.turns] == [["up_1"], []]
     with proxy(trajectory=[recording], mode="strict") as url:
         assert run(url, "rec") == ["up_1", "Done."]
-        session = status(url, "rec")
+        session = session_status(url, "rec")
         other = client(url, "rec-2")
         changed = config()
         changed.system_instruction = "You are verbose."

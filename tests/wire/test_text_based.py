@@ -19,7 +19,7 @@ import pytest
 from proxy.formats import load_all
 from tests.conftest import ProxyFactory
 from tests.helpers.agent import client
-from tests.helpers.servers import FakeUpstream, Seen, running, text
+from tests.helpers.servers import FakeUpstream, Seen, running, session_status, text
 from tests.helpers.text_agent import (
     FINISH,
     SYSTEM,
@@ -53,13 +53,6 @@ def model(seen: Seen) -> Any:
     return text(ANSWERS[min(done, len(ANSWERS) - 1)])(seen)
 
 
-def status(url: str, session: str) -> dict[str, Any]:
-    answer = httpx.get(url.removesuffix("/v1") + f"/replay/sessions/{session}")
-    answer.raise_for_status()
-    result: dict[str, Any] = answer.json()
-    return result
-
-
 def workspace(tmp_path: Path, name: str = "ws") -> Path:
     """The harness's working folder (tmp_path holds the trajectory: `ls` would show it)."""
     folder = tmp_path / name
@@ -89,10 +82,10 @@ def test_the_run_replays_for_real_and_the_title_call_goes_upstream(
         c = client(url, **{"x-session-affinity": "xml-1"})
         named, headers = title(c)  # first, as harnesses send it: it must not take turn 1
         assert named == "Hello file" and headers["x-replay-source"] == "upstream"
-        assert status(url, "xml-1")["script"] is None  # nothing bound by a side call
+        assert session_status(url, "xml-1")["script"] is None  # nothing bound by a side call
         ws = workspace(tmp_path)
         steps = run_agent(c, ws, stream=stream)
-        session = status(url, "xml-1")
+        session = session_status(url, "xml-1")
     assert [s.content for s in steps] == ANSWERS
     assert [s.headers["x-replay-turn"] for s in steps] == ["1/4", "2/4", "3/4", "4/4"]
     assert {s.headers["x-replay-source"] for s in steps} == {"scripted"}
@@ -115,7 +108,7 @@ def test_after_the_branch_point_the_model_continues_with_the_replayed_history(
         c = client(url, **{"x-session-affinity": "xml-2", "x-replay-turns": "2"})
         ws = workspace(tmp_path)
         steps = run_agent(c, ws)
-        session = status(url, "xml-2")
+        session = session_status(url, "xml-2")
     assert [s.headers["x-replay-source"] for s in steps] == ["scripted"] * 2 + ["upstream"] * 2
     assert [s.content for s in steps] == ANSWERS  # the model went on from the replayed history
     first_live = fake.posts()[0].json["messages"]
@@ -132,7 +125,7 @@ def test_a_different_observation_is_reported_or_refused(
     (ws / "extra.txt").write_text("not in the recording\n")  # `ls` now says more
     with proxy(upstream="http://127.0.0.1:9/v1", trajectory=[script]) as url:
         steps = run_agent(client(url, **{"x-session-affinity": "warned"}), ws)
-        warned = status(url, "warned")
+        warned = session_status(url, "warned")
     assert len(steps) == 4 and {s.headers["x-replay-source"] for s in steps} == {"scripted"}
     first = warned["observations"]["first"]
     assert warned["observations"]["differing"] == 1 and first["kind"] == "observation", warned
@@ -145,7 +138,7 @@ def test_a_different_observation_is_reported_or_refused(
         c = client(url, **{"x-session-affinity": "refused"})
         with pytest.raises(openai.NotFoundError) as refused:
             run_agent(c, other)
-        state = status(url, "refused")
+        state = session_status(url, "refused")
     error = refused.value.body
     assert isinstance(error, dict) and error["code"] == "replay_diverged", error
     assert "observation after scripted turn 2" in error["message"], error
@@ -166,7 +159,7 @@ def test_a_different_answer_in_the_history_is_a_divergence(
         ]
         with pytest.raises(openai.NotFoundError) as diverged:
             c.chat.completions.create(model="gpt-test", messages=messages)  # type: ignore[arg-type]
-        session = status(url, "edited")
+        session = session_status(url, "edited")
     error = diverged.value.body
     assert isinstance(error, dict) and error["param"] == "messages[2].content", error
     assert "is not scripted turn 1" in error["message"]
@@ -230,7 +223,7 @@ def test_a_text_mode_run_recorded_live_replays_strictly(
         again = workspace(tmp_path, "again")
         steps = run_agent(c, again)
         rebuilt(again)
-        session = status(url, "rec")
+        session = session_status(url, "rec")
         changed = workspace(tmp_path, "changed")
         (changed / "extra.txt").write_text("new\n")
         c2 = client(url, **{"x-session-affinity": "rec-2"})
