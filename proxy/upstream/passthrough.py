@@ -8,13 +8,19 @@ look whole: a stream gets a final error event, any other body is cut (the connec
 When the answer is recorded or dumped (`keep_body`), a copy is kept, up to a limit, and the end of
 the answer waits until `on_complete` is done: a dump is on disk before the client can see the last
 event. Only the end waits: a stream's final event (`[DONE]`, `response.completed`,
-`message_stop`) and what follows it, or the last piece of any other body.
+`message_stop`, counted only at the start of a line: a JSON string in a `data:` line cannot hold a
+raw newline, so a model's text quoting a marker never ends the stream) and what follows it, or the
+last piece of any other body.
+
+With the proxy's own upstream key set, the key is masked (asterisks, the same length) across the
+pieces: the end of a piece that may begin the key waits for the next piece, or the end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -61,9 +67,10 @@ class Captured:
 
 OnComplete = Callable[[Captured], Awaitable[None]]
 
-# The final event of a stream, in each API
+# The final event of a stream, in each API: only at the start of a line (after \n or \r)
 _TERMINAL = (b"data: [DONE]", b"event: response.completed", b"event: message_stop")
-_OVERLAP = max(len(m) for m in _TERMINAL) - 1  # a marker may start in the previous piece
+_AT_LINE_START = re.compile(b"[\r\n](?:" + b"|".join(re.escape(m) for m in _TERMINAL) + b")")
+_TAIL = max(len(m) for m in _TERMINAL)  # a newline and a marker but its last byte
 
 
 class _Holdback:
@@ -75,7 +82,9 @@ class _Holdback:
         self.sse = sse
         self.held: list[bytes] = []
         self.holding = False
-        self.tail = b""  # the end of what went out, for a marker split between two pieces
+        # the end of what went out, for a marker (or the newline before it) split between two
+        # pieces; the body's start counts as a line start
+        self.tail = b"\n"
 
     def take(self, chunk: bytes) -> bytes:
         if self.holding:
@@ -86,18 +95,49 @@ class _Holdback:
             self.held.append(chunk)
             return out
         window = self.tail + chunk
-        for marker in _TERMINAL:
-            at = window.find(marker)
-            if at >= 0:
-                cut = max(0, at - len(self.tail))  # what went out cannot end an event by itself
-                self.holding = True
-                self.held.append(chunk[cut:])
-                return chunk[:cut]
-        self.tail = window[-_OVERLAP:]
+        found = _AT_LINE_START.search(window)
+        if found is not None:
+            # the marker starts after the newline; what went out cannot end an event by itself
+            cut = max(0, found.start() + 1 - len(self.tail))
+            self.holding = True
+            self.held.append(chunk[cut:])
+            return chunk[:cut]
+        self.tail = window[-_TAIL:]
         return chunk
 
     def rest(self) -> bytes:
         return b"".join(self.held)
+
+
+class _Mask:
+    """The secret as asterisks in a body that comes in pieces: the end of a piece that may begin
+    the secret waits for the next piece (or the end) to tell."""
+
+    __slots__ = ("pending", "secret", "stars")
+
+    def __init__(self, secret: bytes) -> None:
+        self.secret = secret
+        self.stars = b"*" * len(secret)  # the same length: content-length holds
+        self.pending = b""  # masked already where a whole secret was; at most len(secret) - 1
+
+    def feed(self, piece: bytes, last: bool = False) -> bytes:
+        data = self.pending + piece if self.pending else piece
+        if self.secret in data:
+            data = data.replace(self.secret, self.stars)
+        keep = 0 if last else _begins_secret(data, self.secret)
+        self.pending = data[len(data) - keep :] if keep else b""
+        return data[: len(data) - keep] if keep else data
+
+
+def _begins_secret(data: bytes, secret: bytes) -> int:
+    """The length of the longest end of `data` that is a start of `secret` (not all of it)."""
+    first = secret[:1]
+    at = data.find(first, max(0, len(data) - len(secret) + 1))
+    while at >= 0:  # only the last len(secret) - 1 bytes are looked at: no per-body cost
+        if secret.startswith(data[at:]):
+            return len(data) - at
+        at = data.find(first, at + 1)
+    return 0
 
 
 class PassThrough(Response):
@@ -123,8 +163,7 @@ class PassThrough(Response):
         self.raw_headers = headers
         self.is_sse = self.content_type.startswith("text/event-stream")
         self.on_complete = on_complete
-        # an error body could echo the proxy's own key: held whole and masked
-        self.keep_body = keep_body or (secret is not None and answer.status >= 400)
+        self.keep_body = keep_body
         self.secret = secret
         self.copy_limit = copy_limit if keep_body else 0
 
@@ -145,7 +184,9 @@ class PassThrough(Response):
         await send(
             {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         )
-        await send({"type": "http.response.body", "body": self._masked(body)})
+        if self.secret is not None:
+            body = _Mask(self.secret).feed(body, last=True)
+        await send({"type": "http.response.body", "body": body})
 
     async def _stream(self, receive: Receive, send: Send, captured: Captured) -> None:
         answer = self.answer
@@ -161,6 +202,7 @@ class PassThrough(Response):
         watcher = asyncio.ensure_future(watch())
         reported = False
         holdback = _Holdback(self.is_sse) if self.keep_body else None
+        mask = _Mask(self.secret) if self.secret is not None else None
         try:
             await send(
                 {
@@ -170,7 +212,7 @@ class PassThrough(Response):
                 }
             )
             try:
-                await self._relay(send, captured, holdback)
+                await self._relay(send, captured, holdback, mask)
             except (TimeoutError, aiohttp.ClientError) as exc:
                 if gone:
                     return
@@ -178,6 +220,9 @@ class PassThrough(Response):
                 log.warning(reason)
                 captured.error = reason
                 if not self.is_sse:
+                    if mask is not None and mask.pending:  # a start of the key, never completed
+                        last = mask.feed(b"", last=True)
+                        await send({"type": "http.response.body", "body": last, "more_body": True})
                     raise BrokenAnswer(reason) from None  # the client sees a cut answer
                 if holdback is None:
                     holdback = _Holdback(True)
@@ -194,7 +239,9 @@ class PassThrough(Response):
                 captured.complete = captured.error is None
                 reported = True
                 await self.on_complete(captured)
-            rest = self._masked(holdback.rest()) if holdback is not None else b""
+            rest = holdback.rest() if holdback is not None else b""
+            if mask is not None:
+                rest = mask.feed(rest, last=True)  # with what waited to be told from the key
             await send({"type": "http.response.body", "body": rest, "more_body": False})
         finally:
             watcher.cancel()  # it ends at its next step, inside receive(): nothing left to close
@@ -204,29 +251,26 @@ class PassThrough(Response):
                 captured.finished = captured.finished or time.perf_counter()
                 await asyncio.shield(self.on_complete(captured))
 
-    async def _relay(self, send: Send, captured: Captured, holdback: _Holdback | None) -> None:
+    async def _relay(
+        self, send: Send, captured: Captured, holdback: _Holdback | None, mask: _Mask | None
+    ) -> None:
         """Each piece as it arrives (all that has arrived, in one send)."""
         read = self.answer.content.readany
         chunk = await read()
         if chunk:
             captured.first_byte = time.perf_counter()
-        plain = holdback is None and self.secret is None  # the usual case: nothing per piece
+        plain = holdback is None and mask is None  # the usual case: nothing per piece
         while chunk:
             if not plain:
                 if self.copy_limit:
                     captured.keep(chunk)
                 if holdback is not None:
                     chunk = holdback.take(chunk)
-                chunk = self._masked(chunk)
+                if mask is not None and chunk:
+                    chunk = mask.feed(chunk)
             if chunk:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             chunk = await read()
-
-    def _masked(self, data: bytes) -> bytes:
-        secret = self.secret
-        if secret is not None and secret in data:
-            return data.replace(secret, b"*" * len(secret))  # the same length: content-length holds
-        return data
 
 
 class BrokenAnswer(Exception):
