@@ -4,6 +4,11 @@ API's own shape, a stream cut short, a stall, a delay.
 A cut is an ASGI response that ends without its last body message: the server (uvicorn) then
 closes the connection, as it must, and logs that the answer was incomplete, which it was; the
 request log says just before that the fault was injected.
+
+A wait (a delay, a stall) ends at once when the client leaves (`wait_or_gone`): nothing more is
+sent, `on_complete` never runs (the answer was not delivered, so it is not recorded), and the
+rendered answer and the connection are let go. sse-starlette does the same for a streamed stall:
+its disconnect listener cancels the generator in its sleep.
 """
 
 from __future__ import annotations
@@ -67,6 +72,20 @@ def faulted(
     return Shaped(fault, parts, headers, content_type, on_complete)
 
 
+async def wait_or_gone(receive: Receive, seconds: float) -> bool:
+    """Wait `seconds`, unless the client leaves first: then True, at once.
+
+    The request body has been read whole before any answer (proxy.http.incoming), so `receive`
+    now yields only `http.disconnect` (as for proxy.upstream.passthrough's watcher)."""
+    try:
+        async with asyncio.timeout(seconds):
+            while (await receive())["type"] != "http.disconnect":
+                pass
+    except TimeoutError:
+        return False
+    return True
+
+
 async def _stalled(
     parts: Sequence[bytes], seconds: float, on_complete: OnComplete | None
 ) -> AsyncIterator[bytes]:
@@ -75,7 +94,7 @@ async def _stalled(
         if i == last and on_complete is not None:
             await on_complete()
         yield part
-        if i == 0:
+        if i == 0:  # a client that leaves: sse-starlette cancels the generator here
             await asyncio.sleep(seconds)
 
 
@@ -120,7 +139,8 @@ class Shaped(Response):
             if self.on_complete is not None:
                 await self.on_complete()
             return
-        await asyncio.sleep(self.fault.seconds or 0.0)
+        if await wait_or_gone(receive, self.fault.seconds or 0.0):
+            return  # not delivered: no body, and no on_complete
         if self.on_complete is not None:
             await self.on_complete()
         await send({"type": "http.response.body", "body": b"".join(self.parts)})
@@ -135,5 +155,6 @@ class Delayed(Response):
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await asyncio.sleep(self.seconds)
+        if await wait_or_gone(receive, self.seconds):
+            return  # nothing was sent; the answer (and its on_complete) never runs
         await self.answer(scope, receive, send)
