@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,6 +20,7 @@ from proxy.config import Settings
 from proxy.errors import BadRequest, NotFound, ProxyError
 from proxy.http import admin, health, ui
 from proxy.http.front import Front, answer_error, unexpected
+from proxy.http.guard import Guard
 from proxy.metrics import Metrics
 from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Recorder
@@ -52,6 +54,7 @@ def create_app(
             read_timeout=settings.read_timeout,
             total_timeout=settings.total_timeout,
             copy_limit=settings.max_body_bytes,
+            instance=instance_id(),
         )
     masks = compile_masks(settings.mask)
     secrets = tuple(
@@ -85,6 +88,7 @@ def create_app(
         dumper=Dumper(settings.dump_dir, store.next_sequence, secrets)
         if settings.dump_dir
         else None,
+        guard=Guard(settings.allowed_host, admin_token=settings.admin_token is not None),
     )
 
     @asynccontextmanager
@@ -181,6 +185,14 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 WORKER_SETTINGS = "_REPLAY_PROXY_WORKER_SETTINGS"
+INSTANCE = "_REPLAY_PROXY_INSTANCE"  # one id for all the workers of one `serve`
+
+
+def instance_id() -> str:
+    """This proxy's own mark on what it forwards (proxy.upstream.headers.via): the workers of one
+    `serve` share the one their parent set, so a request that comes back to any of them is
+    known; any other app gets one of its own."""
+    return os.environ.get(INSTANCE) or secrets.token_hex(8)
 
 
 def factory() -> Front:

@@ -126,6 +126,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve the admin API without a token on a non-loopback address",
     )
+    serve.add_argument(
+        "--allowed-host",
+        metavar="NAME",
+        action="append",
+        help="a host name the admin API answers without a token, and that web pages calling "
+        "the proxy may come from, besides IP addresses and localhost ('*.corp' for a domain; "
+        "repeatable; docs/security.md)",
+    )
     limits = serve.add_argument_group("limits and timeouts")
     limits.add_argument(
         "--max-body-bytes",

@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     dump_dir: Path | None = None
     admin_token: SecretStr | None = None
     insecure_admin: bool = False  # admin API without a token on a non-loopback bind
+    # host names (besides IP addresses and localhost) the admin API answers without a token, and
+    # pages a completion request may come from (proxy.http.guard); "*.corp" for a domain
+    allowed_host: Annotated[tuple[str, ...], NoDecode] = ()
     log_level: LogLevel = LogLevel.INFO
     log_format: LogFormat = LogFormat.TEXT
     store: str = "memory://"
@@ -79,7 +82,9 @@ class Settings(BaseSettings):
     keep_alive_timeout: float = Field(default=120.0, gt=0)
     shutdown_timeout: float = Field(default=30.0, ge=0)  # SIGTERM: how long answers may finish
 
-    @field_validator("trajectory", "session_header", "subagent_header", "fault", mode="before")
+    @field_validator(
+        "trajectory", "session_header", "subagent_header", "fault", "allowed_host", mode="before"
+    )
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -4,9 +4,12 @@
     ├── BadRequest              400  the request is malformed; says what and where (param)
     ├── Unauthorized            401  admin token missing or wrong
     ├── Forbidden               403  admin API off: not on loopback and no token
+    │   └── CrossSiteRefused    403  a foreign web page, or an admin call for a name not local
     ├── NotFound                404  unknown session, trajectory or route
     ├── ReplayDiverged          404  the request history disagrees with the session's script
     ├── PayloadTooLarge         413  body over the configured limit
+    ├── UnsupportedMediaType    415  a body that is not JSON on a completion or forwarded path
+    ├── LoopDetected            508  the request came back: the upstream points at the proxy
     ├── ClientClosedRequest     499  the client left (or its body broke off) before the body ended
     ├── StoreUnavailable        503  the session store (SQLite, Redis) cannot be reached
     ├── InjectedFault           429, 500, 503 on purpose (--fault): the one error SDKs may retry
@@ -73,6 +76,10 @@ class Forbidden(ProxyError):
     code = "admin_disabled"
 
 
+class CrossSiteRefused(Forbidden):
+    code = "cross_site_refused"
+
+
 class NotFound(ProxyError):
     status = 404
     type = "invalid_request_error"
@@ -89,6 +96,18 @@ class PayloadTooLarge(ProxyError):
     status = 413
     type = "invalid_request_error"
     code = "payload_too_large"
+
+
+class UnsupportedMediaType(ProxyError):
+    status = 415
+    type = "invalid_request_error"
+    code = "unsupported_media_type"
+
+
+class LoopDetected(ProxyError):
+    status = 508
+    type = "server_error"
+    code = "forwarding_loop"
 
 
 class ClientClosedRequest(ProxyError):
@@ -164,6 +183,7 @@ ANTHROPIC_TYPES = {
     403: "permission_error",
     404: "not_found_error",
     413: "request_too_large",
+    415: "invalid_request_error",
     429: "rate_limit_error",
     500: "api_error",
     502: "api_error",
@@ -178,12 +198,14 @@ GOOGLE_STATUSES = {
     403: "PERMISSION_DENIED",
     404: "NOT_FOUND",
     413: "INVALID_ARGUMENT",
+    415: "INVALID_ARGUMENT",
     429: "RESOURCE_EXHAUSTED",
     499: "CANCELLED",
     500: "INTERNAL",
     502: "UNAVAILABLE",
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
+    508: "INTERNAL",
 }
 
 

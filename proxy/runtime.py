@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proxy.config import Settings
+from proxy.http.guard import Guard
 from proxy.http.incoming import Incoming
 from proxy.logs import request_line
 from proxy.metrics import Metrics
@@ -30,6 +31,7 @@ class Runtime:
     metrics: Metrics
     recorder: Recorder | None = None
     dumper: Dumper | None = None
+    guard: Guard = field(default_factory=Guard)
 
     @property
     def strict(self) -> bool:

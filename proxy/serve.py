@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import os
+import secrets
 import socket
 import sys
 import tempfile
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 from pydantic import ValidationError
 
-from proxy.app import WORKER_SETTINGS, configure_logging, create_app, settle
+from proxy.app import INSTANCE, WORKER_SETTINGS, configure_logging, create_app, settle
 from proxy.config import Settings
 from proxy.sessions.library import Library, LibraryError
 from proxy.store import open_store
@@ -33,7 +36,7 @@ EXIT_USAGE = 2
 def _settings(flags: dict[str, Any]) -> Settings:
     if "trajectory" in flags:
         flags["trajectory"] = tuple(flags["trajectory"])
-    for name in ("session_header", "subagent_header", "mask"):
+    for name in ("session_header", "subagent_header", "mask", "allowed_host"):
         if name in flags:
             flags[name] = tuple(flags[name])
     return Settings(**flags)
@@ -84,6 +87,15 @@ def serve(flags: dict[str, Any]) -> int:
         )
         return EXIT_USAGE
     port = sock.getsockname()[1]
+    if settings.upstream and points_at(settings.upstream, settings.host, port):
+        sock.close()
+        print(
+            f"replay-proxy: --upstream {display(settings.upstream)} is this proxy's own address "
+            f"({settings.host}:{port}): every request it forwards would come back to it; point "
+            "--upstream at the real model's API",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     upstream = display(settings.upstream) if settings.upstream else "(none)"
     workers = f", {settings.workers} workers on {settings.store}" if settings.workers > 1 else ""
@@ -104,6 +116,7 @@ def serve(flags: dict[str, Any]) -> int:
     }
     if settings.workers > 1:
         os.environ[WORKER_SETTINGS] = settings.worker_env()
+        os.environ[INSTANCE] = secrets.token_hex(8)  # one Via mark for all the workers
         with _shared_metrics():
             # the workers inherit the socket bound above (uvicorn's --fd), so the port printed is
             # theirs and a port in use was reported before any worker started
@@ -119,6 +132,44 @@ def serve(flags: dict[str, Any]) -> int:
     settle()
     uvicorn.Server(uvicorn.Config(app, **common)).run(sockets=[sock])  # run() sets up uvloop
     return 0
+
+
+def points_at(upstream: str, host: str, port: int) -> bool:
+    """The upstream URL names the address and port this proxy listens on. Names other than
+    localhost are not looked up: the Via mark refuses the first request that comes back."""
+    url = urlsplit(upstream)
+    try:
+        target = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        return False
+    name = (url.hostname or "").lower()
+    if target != port or not name:
+        return False
+    targets = _addresses(name)
+    if host in ("0.0.0.0", "::"):  # every address of this machine
+        return any(a.is_unspecified or _is_local(str(a)) for a in targets)
+    return bool(targets & _addresses(host.lower()))
+
+
+def _addresses(name: str) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """An IP address as itself, localhost as loopback's; other names are not looked up."""
+    if name == "localhost":
+        return {ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")}
+    try:
+        return {ipaddress.ip_address(name)}
+    except ValueError:
+        return set()
+
+
+def _is_local(address: str) -> bool:
+    """An address of this machine: one a socket can be bound to."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+    except OSError:
+        return False
+    return True
 
 
 @contextlib.contextmanager

@@ -31,17 +31,14 @@ import uvicorn
 
 
 @contextmanager
-def serving(app: Any, **config: Any) -> Iterator[str]:
-    """Serve an ASGI app on 127.0.0.1:<free port> in a thread; yields the root URL. `config`
-    goes to uvicorn.Config (ssl_certfile and ssl_keyfile serve HTTPS: the URL says https).
+def serving(app: Any, sock: socket.socket | None = None, **config: Any) -> Iterator[str]:
+    """Serve an ASGI app on 127.0.0.1:<free port> (or on `sock`, from `listening()`) in a
+    thread; yields the root URL. `config` goes to uvicorn.Config (ssl_certfile and ssl_keyfile
+    serve HTTPS: the URL says https).
 
     The socket listens before the thread starts, so clients can connect at once (the kernel
     queues them until uvicorn accepts): nothing has to wait or poll."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as `replay-proxy serve` does
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1024)
+    sock = sock or listening()
     port = sock.getsockname()[1]
     server = uvicorn.Server(
         uvicorn.Config(
@@ -62,6 +59,16 @@ def serving(app: Any, **config: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def listening() -> socket.socket:
+    """A socket listening on 127.0.0.1:<free port>, as `replay-proxy serve` sets it up."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as `replay-proxy serve` does
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    return sock
 
 
 class ReplayProxy:

@@ -39,9 +39,11 @@ def token_matches(runtime: Runtime, given: str) -> bool:
 async def require_token(request: Request) -> None:
     """With --admin-token, a Bearer token (or the status page's cookie), compared in constant
     time. Without one, the admin API answers only a proxy bound to loopback, unless
-    --insecure-admin says otherwise."""
+    --insecure-admin says otherwise. Never a page of another site, and without a token never a
+    host name a page could have pointed at this machine (proxy.http.guard)."""
     runtime = _runtime(request)
     settings = runtime.settings
+    runtime.guard.admin(request.headers)
     if settings.admin_token is None:
         if settings.host in LOOPBACK or settings.insecure_admin:
             return

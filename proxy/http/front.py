@@ -22,10 +22,11 @@ from starlette.types import Receive, Scope, Send
 
 from proxy.apis import ANTHROPIC, CHAT, GEMINI, RESPONSES
 from proxy.apis.gemini import is_gemini_path
-from proxy.errors import ProxyError, StoreUnavailable, error_response
+from proxy.errors import LoopDetected, ProxyError, StoreUnavailable, error_response
 from proxy.http import completions, forward
-from proxy.http.incoming import Incoming, receive_request
+from proxy.http.incoming import Headers, Incoming, receive_request
 from proxy.runtime import Runtime
+from proxy.upstream.headers import came_back
 
 log = logging.getLogger("proxy")
 
@@ -74,10 +75,19 @@ class Front:
                 return
             route = (forward.forward, OTHER if path.startswith("/v1/") else GEMINI.name)
         handler, api = route
+        runtime = self.runtime
         # one coroutine for the hot paths: each level of await costs on every request
         try:
-            incoming = await receive_request(scope, receive, self.runtime.settings.max_body_bytes)
-            response = await handler(incoming, self.runtime)
+            headers = Headers(scope["headers"])  # ASGI servers give names in lower case
+            runtime.guard.api(headers)
+            if headers.raw(b"via") is not None and came_back(
+                scope["headers"], runtime.upstream.mark
+            ):
+                raise _loop(runtime)
+            incoming = await receive_request(
+                scope, receive, runtime.settings.max_body_bytes, headers
+            )
+            response = await handler(incoming, runtime)
         except ProxyError as error:
             response = answer_error(self.runtime, path, error, api=api)
         except Exception as exc:
@@ -85,6 +95,14 @@ class Front:
                 self.runtime, path, unexpected(exc, scope["method"], path), api=api
             )
         await response(scope, receive, send)
+
+
+def _loop(runtime: Runtime) -> LoopDetected:
+    return LoopDetected(
+        "this request has been through this proxy before (its Via header carries the proxy's own "
+        f"mark): the upstream {runtime.upstream.name} leads back to the proxy, directly or through "
+        "another proxy; point --upstream at the real model's API"
+    )
 
 
 def unexpected(exc: Exception, method: str, path: str) -> ProxyError:

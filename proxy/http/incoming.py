@@ -75,7 +75,7 @@ class Incoming:
         return body
 
 
-async def receive_request(scope: Scope, receive: Receive, limit: int) -> Incoming:
+async def receive_request(scope: Scope, receive: Receive, limit: int, headers: Headers) -> Incoming:
     raw_path = scope.get("raw_path") or scope["path"].encode()
     query = scope["query_string"]
     if _UNSAFE.search(raw_path) or _UNSAFE.search(query):
@@ -85,7 +85,6 @@ async def receive_request(scope: Scope, receive: Receive, limit: int) -> Incomin
             param="path",
         )
     raw = scope["headers"]
-    headers = Headers(raw)  # ASGI servers give header names in lower case (the spec says so)
     declared = headers.raw(b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the request body has {int(declared)} bytes; the limit is {limit}")

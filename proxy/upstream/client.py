@@ -11,6 +11,7 @@ credentials) and say what went wrong.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Iterable
 
 import aiohttp
@@ -23,7 +24,7 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from proxy.upstream.headers import request_headers, swap_query_key
+from proxy.upstream.headers import request_headers, swap_query_key, via
 from proxy.upstream.passthrough import OnComplete, PassThrough
 from proxy.upstream.pool import Pool, display, forward_proxy, open_session
 
@@ -49,6 +50,7 @@ class Upstream:
         read_timeout: float = 600.0,
         total_timeout: float | None = None,
         copy_limit: int = 64 * 1024 * 1024,
+        instance: str = "",
     ) -> None:
         self.base_url = base_url.rstrip("/") if base_url else None
         self.name = display(self.base_url) if self.base_url else "(none)"
@@ -58,6 +60,7 @@ class Upstream:
         self.read_timeout = read_timeout
         self.total_timeout = total_timeout
         self._copy_limit = copy_limit
+        self.mark = via(instance or secrets.token_hex(8))  # what a request that came back carries
         self._session: aiohttp.ClientSession | None = None
         self.proxy: str | None = None
         if self.base_url:
@@ -127,6 +130,7 @@ class Upstream:
             api_key=self._api_key,
             identity=keep_body,
             gemini="query" if in_query else "header" if gemini else None,
+            mark=self.mark,
         )
         try:
             answer = await self._client().request(

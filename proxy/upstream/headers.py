@@ -5,7 +5,9 @@ Hop-by-hop headers (RFC 9110 section 7.6.1), and every header the `Connection` h
 to one connection and never cross. `Expect` is dropped too: the proxy has read the whole body
 before it forwards anything, so an upstream's `100 Continue` could only be mistaken for an answer.
 The proxy's own `x-replay-*` headers stay here, and with `--upstream-api-key` the client's
-credentials are replaced by the proxy's, in the way the client sent them.
+credentials are replaced by the proxy's, in the way the client sent them. Every forwarded request
+carries the proxy's mark in a `Via` header, as HTTP proxies do, so that a request that comes back
+(an upstream pointing at the proxy itself) is refused instead of forwarded again, forever.
 """
 
 from __future__ import annotations
@@ -36,6 +38,16 @@ _CREDENTIALS = frozenset({b"authorization", b"x-api-key", b"api-key", b"x-goog-a
 _NOT_RETURNED = HOP_BY_HOP | {b"date"}
 
 
+def via(instance: str) -> bytes:
+    """The Via value this proxy adds to what it forwards."""
+    return b"1.1 replay-proxy-" + instance.encode()
+
+
+def came_back(headers: Iterable[tuple[bytes, bytes]], mark: bytes) -> bool:
+    """The request carries this proxy's own Via mark: it went out from here before."""
+    return any(name == b"via" and mark in value for name, value in headers)
+
+
 def _named_in_connection(values: Iterable[bytes]) -> set[bytes]:
     return {name.strip().lower() for value in values for name in value.split(b",")}
 
@@ -46,6 +58,7 @@ def request_headers(
     api_key: str | None,
     identity: bool = False,
     gemini: str | None = None,
+    mark: bytes | None = None,
 ) -> list[tuple[str, str]]:
     """The headers to send upstream, as the client library takes them. `identity` asks for an
     uncompressed answer (the proxy keeps a copy to record). `gemini`: a Gemini API request, whose
@@ -65,6 +78,8 @@ def request_headers(
         out = [h for h in out if h[0] not in named]
     if identity:
         out.append((b"accept-encoding", b"identity"))
+    if mark is not None:
+        out.append((b"via", mark))  # a line of its own: the client's Via lines go on as they are
     if api_key is not None:
         out = _swap_credentials(out, api_key.encode(), gemini=gemini)
     # header values are bytes on the wire; latin-1 keeps every byte as it came

@@ -163,6 +163,16 @@ def test_serve_reports_bad_files_and_flags_before_binding(tmp_path: Path) -> Non
     assert stall.returncode == 2 and "stall needs seconds" in stall.stderr
 
 
+def test_serve_refuses_an_upstream_that_is_its_own_address() -> None:
+    with socket.socket() as s:  # a free port, given back for the proxy to bind
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for upstream in (f"http://127.0.0.1:{port}/v1", f"http://localhost:{port}"):
+        itself = run("serve", "--port", str(port), "--upstream", upstream)
+        assert itself.returncode == 2, itself.stderr
+        assert "is this proxy's own address" in itself.stderr and "listening" not in itself.stdout
+
+
 def test_serve_help_lists_the_limits_and_timeouts_as_flags() -> None:
     text = run("serve", "--help").stdout
     for flag in (
@@ -179,7 +189,11 @@ def test_serve_help_lists_the_limits_and_timeouts_as_flags() -> None:
 def test_serve_takes_the_limits_from_flags_and_environment(tmp_path: Path) -> None:
     """--max-body-bytes from a flag and a timeout from REPLAY_PROXY_*, both in force."""
     with serving("--max-body-bytes", "64", env={"REPLAY_PROXY_KEEP_ALIVE_TIMEOUT": "0.2"}) as url:
-        big = httpx.post(url + "/chat/completions", content=b"{" + b" " * 100 + b"}")
+        big = httpx.post(
+            url + "/chat/completions",
+            content=b"{" + b" " * 100 + b"}",
+            headers={"content-type": "application/json"},
+        )
         root = url.removesuffix("/v1")
         host, port = root.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=30) as sock:

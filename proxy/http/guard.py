@@ -1,0 +1,122 @@
+"""Guard: which requests may use the proxy, judged from their headers before the body is read.
+
+A web page the user has open can reach a proxy on loopback. Two ways matter:
+- a page on another site sends a CORS "simple" request (text/plain, form or multipart body, no
+  preflight): its response is hidden from the page, but the request still happens, with the
+  operator's --upstream-api-key. Completion and forwarded endpoints therefore take only JSON
+  bodies (any other type needs a preflight, which the proxy never approves) and refuse an
+  `Origin` that is not local;
+- a page that rebinds its own DNS name to 127.0.0.1 is same-origin with the proxy, so the
+  browser lets it read every answer. Its requests carry its own name in `Host`: without an admin
+  token the admin API answers only a `Host` that is an IP address, `localhost` or listed in
+  --allowed-host (a rebinding page never has an IP address as its name).
+Harnesses send JSON and neither `Origin` nor `Sec-Fetch-Site`, so none of this touches them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+
+from proxy.errors import CrossSiteRefused, UnsupportedMediaType
+
+
+def host_of(authority: str) -> str:
+    """The host of `host[:port]` or `[v6]:port`, lower case, without the brackets."""
+    text = authority.strip().lower()
+    if text.startswith("["):
+        return text[1 : text.find("]")] if "]" in text else text[1:]
+    if text.count(":") == 1:
+        return text.split(":", 1)[0]
+    return text  # a bare IPv6 address, or a name
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+class Guard:
+    def __init__(self, allowed_hosts: Iterable[str] = (), *, admin_token: bool = False) -> None:
+        names = {h.strip().lower() for h in allowed_hosts if h.strip()}
+        self.any_host = "*" in names
+        self.suffixes = tuple(n[1:] for n in names if n.startswith("*."))  # "*.corp" -> ".corp"
+        self.names = frozenset(n for n in names if not n.startswith("*"))
+        self.admin_token = admin_token
+
+    def local(self, host: str) -> bool:
+        """A name a rebinding page cannot have: an IP address, localhost, or one listed."""
+        if self.any_host or host in self.names or host == "localhost":
+            return True
+        if host.endswith(".localhost") or (self.suffixes and host.endswith(self.suffixes)):
+            return True
+        return _is_ip(host)
+
+    def origin_allowed(self, origin: str) -> bool:
+        """An Origin header: a page served from a local name (or one listed). `null` (a sandboxed
+        frame, a file) is not."""
+        scheme, sep, rest = origin.partition("://")
+        if not sep or scheme not in ("http", "https"):
+            return False
+        return self.local(host_of(rest.split("/", 1)[0]))
+
+    def cross_site(self, headers: Mapping[str, str], where: str) -> None:
+        """Refuse a request a browser sent from a page that is not local."""
+        origin = headers.get("origin")
+        if origin is not None:
+            if not self.origin_allowed(origin):
+                raise CrossSiteRefused(
+                    f"{where} refused a request from the web page {origin[:100]!r}: a page on "
+                    "another site must not drive the proxy; a page of your own can be allowed "
+                    "by its host name with --allowed-host",
+                    param="origin",
+                )
+        elif headers.get("sec-fetch-site") == "cross-site":
+            raise CrossSiteRefused(
+                f"{where} refused a request a browser sent from another site "
+                "(Sec-Fetch-Site: cross-site)",
+                param="sec-fetch-site",
+            )
+
+    def api(self, headers: Mapping[str, str]) -> None:
+        """Completion and forwarded endpoints: no foreign page, and a body only as JSON."""
+        self.cross_site(headers, "the proxy")
+        length = headers.get("content-length")
+        if length in (None, "0") and headers.get("transfer-encoding") is None:
+            return  # no body: nothing a page could smuggle in
+        kind = headers.get("content-type")
+        if kind != "application/json" and (kind is None or not is_json(kind)):
+            sent = f"Content-Type {kind[:100]!r}" if kind is not None else "no Content-Type"
+            raise UnsupportedMediaType(
+                f"the request body was sent with {sent}; the proxy takes only JSON bodies "
+                "(Content-Type: application/json), so that no web page can send one to it "
+                "without the browser asking first",
+                param="content-type",
+            )
+
+    def admin(self, headers: Mapping[str, str]) -> None:
+        """/replay/*: no foreign page; and without a token, no name a page could rebind."""
+        self.cross_site(headers, "the admin API")
+        if self.admin_token:
+            return  # a page cannot send the Bearer token; the status page's cookie is SameSite
+        host = headers.get("host")
+        if host is not None and not self.local(host_of(host)):
+            raise CrossSiteRefused(
+                f"the admin API refused a request addressed to {host[:100]!r}: without "
+                "--admin-token it answers only requests for an IP address or localhost, as a "
+                "web page can point a name of its own at this machine; use "
+                "http://127.0.0.1:PORT, set --admin-token, or allow the name with "
+                f"--allowed-host {host_of(host)[:100]}",
+                param="host",
+            )
+
+
+def is_json(content_type: str) -> bool:
+    """application/json, or application/<something>+json, with any parameters."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (
+        kind.startswith("application/") and kind.endswith("+json")
+    )
