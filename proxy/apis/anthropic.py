@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from proxy.apis.answer import Assembled, arguments_object, event_data, sse_events
-from proxy.apis.request import malformed, opened
+from proxy.apis.request import malformed, opened, spliced
 from proxy.errors import BadRequest
 from proxy.formats.anthropic import messages_to_chat
 from proxy.replay.content import is_content, text_of
@@ -254,22 +254,27 @@ def message_events(turn: Turn, request: dict[str, Any], *, key: str) -> list[byt
 def splice(messages: list[Any], plan: tuple[Insertion, ...]) -> list[Any]:
     """A user message right before the insertion point (tool results) takes the text as extra
     blocks, so that roles keep alternating; otherwise a new user message goes in."""
-    out = list(messages)
-    for insertion in sorted(plan, key=lambda i: i.position, reverse=True):
-        texts = [{"type": "text", "text": text_of(u.content)} for u in insertion.users]
-        at = insertion.position
-        before = out[at - 1] if at > 0 else None
+
+    def put(out: list[Any], group: list[Insertion]) -> None:
+        before = out[-1] if out else None
         if isinstance(before, dict) and before.get("role") == "user":
-            content = before.get("content")
-            blocks = (
-                [{"type": "text", "text": content}]
-                if isinstance(content, str)
-                else list(content or [])
-            )
-            out[at - 1] = {**before, "content": [*blocks, *texts]}
+            for insertion in group:
+                content = out[-1].get("content")
+                blocks = (
+                    [{"type": "text", "text": content}]
+                    if isinstance(content, str)
+                    else list(content or [])
+                )
+                out[-1] = {**out[-1], "content": [*blocks, *_texts(insertion)]}
         else:
-            out[at:at] = [{"role": "user", "content": texts}]
-    return out
+            for insertion in reversed(group):  # of two at one place, the later one goes first
+                out.append({"role": "user", "content": _texts(insertion)})
+
+    return spliced(messages, plan, put)
+
+
+def _texts(insertion: Insertion) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text_of(u.content)} for u in insertion.users]
 
 
 def clean(messages: list[Any]) -> list[Any] | None:
@@ -322,7 +327,10 @@ def read_answer(raw: bytes, *, stream: bool) -> Assembled:
 
 def _anthropic_from_events(events: list[str]) -> dict[str, Any] | None:
     message: dict[str, Any] | None = None
-    partial: dict[int, str] = {}
+    partial: dict[int, list[str]] = {}
+    # the text and thinking deltas of each block, joined once the stream is read (a string added
+    # to per delta is quadratic: a long answer comes in thousands of them)
+    texts: dict[tuple[int, str], tuple[dict[str, Any], list[str]]] = {}
     for block in events:
         data = event_data(block)
         if not data:
@@ -339,17 +347,39 @@ def _anthropic_from_events(events: list[str]) -> dict[str, Any] | None:
         elif kind == "content_block_delta":
             target, delta = message["content"][event["index"]], event["delta"]
             if delta.get("type") == "text_delta":
-                target["text"] = target.get("text", "") + delta["text"]
+                _add(texts, target, "text", delta["text"])
             elif delta.get("type") == "thinking_delta":
-                target["thinking"] = target.get("thinking", "") + delta["thinking"]
+                _add(texts, target, "thinking", delta["thinking"])
             elif delta.get("type") == "signature_delta":
                 target["signature"] = delta["signature"]
             elif delta.get("type") == "input_json_delta":
-                partial[event["index"]] = partial.get(event["index"], "") + delta["partial_json"]
+                partial.setdefault(event["index"], []).append(_piece(delta["partial_json"]))
         elif kind == "content_block_stop" and event["index"] in partial:
-            text = partial.pop(event["index"])
+            text = "".join(partial.pop(event["index"]))
             message["content"][event["index"]]["input"] = orjson.loads(text) if text else {}
         elif kind == "message_delta":
             message.update(event.get("delta") or {})
             message["usage"] = {**(message.get("usage") or {}), **(event.get("usage") or {})}
+    for (_, field), (target, pieces) in texts.items():
+        target[field] = "".join(pieces)
     return message
+
+
+def _add(
+    texts: dict[tuple[int, str], tuple[dict[str, Any], list[str]]],
+    target: dict[str, Any],
+    field: str,
+    piece: Any,
+) -> None:
+    """A delta for a block's field, kept until the stream is read; the block's own start first."""
+    key = (id(target), field)  # the block stays alive in `texts`: its id is not reused
+    if key not in texts:
+        texts[key] = (target, [_piece(target.get(field, ""))])
+    texts[key][1].append(_piece(piece))
+
+
+def _piece(piece: Any) -> str:
+    """A piece of a streamed string, which must be text, as adding it to one required."""
+    if not isinstance(piece, str):
+        raise TypeError(f'can only concatenate str (not "{type(piece).__name__}") to str')
+    return piece

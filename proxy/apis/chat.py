@@ -198,6 +198,9 @@ def read_answer(raw: bytes, *, stream: bool) -> Assembled:
     content: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
+    # per call: its name and arguments deltas, joined once the stream is read (a string added to
+    # per delta is quadratic: a long call's arguments come in thousands of them)
+    pieces: dict[int, tuple[list[str], list[str]]] = {}
     finish: str | None = None
     usage: Any = None
     head: dict[str, Any] | None = None
@@ -221,18 +224,30 @@ def read_answer(raw: bytes, *, stream: bool) -> Assembled:
             content.append(delta.get("content") or "")
             reasoning.append(delta.get("reasoning_content") or delta.get("reasoning") or "")
             for part in delta.get("tool_calls") or []:
+                key = part.get("index", len(calls))
                 entry = calls.setdefault(
-                    part.get("index", len(calls)),
+                    key,
                     {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
                 )
+                names, arguments = pieces.setdefault(key, ([], []))
                 entry["id"] = part.get("id") or entry["id"]
                 fn = part.get("function") or {}
-                entry["function"]["name"] += fn.get("name") or ""
-                entry["function"]["arguments"] += fn.get("arguments") or ""
+                names.append(_piece(fn.get("name") or ""))
+                arguments.append(_piece(fn.get("arguments") or ""))
             finish = choice.get("finish_reason") or finish
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
     if any(reasoning):
         message["reasoning_content"] = "".join(reasoning)
+    for key, (names, arguments) in pieces.items():
+        calls[key]["function"]["name"] = "".join(names)
+        calls[key]["function"]["arguments"] = "".join(arguments)
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     return Assembled(message, finish, usage, events, head)
+
+
+def _piece(piece: Any) -> str:
+    """A delta of a call's name or arguments, which must be text, as adding it to one required."""
+    if not isinstance(piece, str):
+        raise TypeError(f'can only concatenate str (not "{type(piece).__name__}") to str')
+    return piece

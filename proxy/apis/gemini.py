@@ -24,9 +24,9 @@ from typing import Any
 import orjson
 
 from proxy.apis.answer import Assembled, arguments_object, event_data, sse_events
-from proxy.apis.request import malformed, tool_names
+from proxy.apis.request import malformed, spliced, tool_names
 from proxy.errors import BadRequest
-from proxy.formats.gemini import answered, contents_to_chat, parts_text, response_text
+from proxy.formats.gemini import Unanswered, contents_to_chat, parts_text, response_text
 from proxy.replay.content import text_of
 from proxy.replay.conversation import NO_ID, Call, Conversation, Reply, Result
 from proxy.replay.ids import wire_id
@@ -75,7 +75,7 @@ def parse_gemini(body: Any) -> Conversation:
         conv.system = parts_text(system.get("parts"))
     elif isinstance(system, str):
         conv.system = system
-    unanswered: list[tuple[str, str]] = []  # (name, id) of calls not answered yet
+    unanswered = Unanswered()
     for pos, content in enumerate(contents):
         path = ("contents", pos)
         if not isinstance(content, dict):
@@ -94,7 +94,7 @@ def parse_gemini(body: Any) -> Conversation:
                     name = name if isinstance(name, str) else ""
                     at = (*path, "parts", k, "functionCall")
                     reply.calls.append(Call(ident, name, "", (*at, "id"), (*at, "name")))
-                    unanswered.append((name, ident))
+                    unanswered.add(name, ident)
             if reply.calls or reply.text.strip():
                 conv.replies.append(reply)
             continue
@@ -107,7 +107,7 @@ def parse_gemini(body: Any) -> Conversation:
                 output: Any = response.get("response")
                 text = response_text(output)
                 where = (*path, "parts", k, "functionResponse", "response")
-                conv.results.append(Result(pos, where, answered(response, unanswered), text))
+                conv.results.append(Result(pos, where, unanswered.answer(response), text))
             elif isinstance(part.get("text"), str) and not part.get("thought"):
                 texts.append(part["text"])
         if texts:
@@ -192,16 +192,21 @@ def _chunks(
 def splice(contents: list[Any], plan: tuple[Insertion, ...]) -> list[Any]:
     """A user content right before the insertion point (function responses) takes the text as
     extra parts, so that roles keep alternating; otherwise a new user content goes in."""
-    out = list(contents)
-    for insertion in sorted(plan, key=lambda i: i.position, reverse=True):
-        texts = [{"text": text_of(u.content)} for u in insertion.users]
-        at = insertion.position
-        before = out[at - 1] if at > 0 else None
+
+    def put(out: list[Any], group: list[Insertion]) -> None:
+        before = out[-1] if out else None
         if isinstance(before, dict) and before.get("role") == "user":
-            out[at - 1] = {**before, "parts": [*(before.get("parts") or []), *texts]}
+            for insertion in group:
+                out[-1] = {**out[-1], "parts": [*(out[-1].get("parts") or []), *_texts(insertion)]}
         else:
-            out[at:at] = [{"role": "user", "parts": texts}]
-    return out
+            for insertion in reversed(group):  # of two at one place, the later one goes first
+                out.append({"role": "user", "parts": _texts(insertion)})
+
+    return spliced(contents, plan, put)
+
+
+def _texts(insertion: Insertion) -> list[dict[str, Any]]:
+    return [{"text": text_of(u.content)} for u in insertion.users]
 
 
 # ---- an answer read back

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from proxy.apis.answer import Assembled, event_data, sse_events
-from proxy.apis.request import malformed, opened, tool_names
+from proxy.apis.request import malformed, opened, spliced, tool_names
 from proxy.errors import BadRequest
 from proxy.formats.responses import (
     ASSISTANT_SIDE,  # one rule for what makes up a reply
@@ -57,6 +57,7 @@ def parse_responses(body: Any) -> Conversation:
     instructions = body.get("instructions")
     systems = [instructions] if isinstance(instructions, str) and instructions else []
     reply: Reply | None = None
+    texts: list[str] = []  # the non-empty message texts of `reply`, joined once when it ends
     for pos, item in enumerate(items):
         path = ("input", pos)
         if not isinstance(item, dict):
@@ -80,8 +81,13 @@ def parse_responses(body: Any) -> Conversation:
                     )
                 )
             elif kind == "message":
-                reply.text = "\n".join(t for t in (reply.text, text_of(item.get("content"))) if t)
+                text = text_of(item.get("content"))
+                if text:
+                    texts.append(text)
             continue
+        if reply is not None and texts:
+            reply.text = "\n".join(texts)
+            texts = []
         reply = None
         if kind == "function_call_output":
             call_id, output = item.get("call_id"), item.get("output")
@@ -96,6 +102,8 @@ def parse_responses(body: Any) -> Conversation:
                 conv.users[pos] = text
                 if conv.task is None:
                     conv.task = text
+    if reply is not None and texts:
+        reply.text = "\n".join(texts)
     conv.replies = [r for r in conv.replies if r.calls or r.text.strip()]
     conv.system = "\n".join(systems)
     return conv
@@ -294,17 +302,18 @@ def response_events(turn: Turn, request: dict[str, Any], *, key: str, created: i
 
 
 def splice(items: list[Any], plan: tuple[Insertion, ...]) -> list[Any]:
-    out = list(items)
-    for insertion in sorted(plan, key=lambda i: i.position, reverse=True):
-        out[insertion.position : insertion.position] = [
-            {
-                "type": "message",
-                "role": "user",
-                "content": [{"type": "input_text", "text": text_of(u.content)}],
-            }
-            for u in insertion.users
-        ]
-    return out
+    def put(out: list[Any], group: list[Insertion]) -> None:
+        for insertion in reversed(group):  # of two at one place, the later one goes first
+            out.extend(
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": text_of(u.content)}],
+                }
+                for u in insertion.users
+            )
+
+    return spliced(items, plan, put)
 
 
 def clean(items: list[Any]) -> list[Any] | None:

@@ -38,7 +38,7 @@ def trajectory_from_messages(
     """Build the script. `indexes` maps each message to its position in the file, when the
     messages were converted from another shape (errors and notes must point into the file)."""
     task: str | None = None
-    system: str | None = None
+    systems: list[str] = []  # joined once as the API parsers join them (conv.system)
     turns: list[Turn] = []
     pending: list[UserMessage] = []
     outputs: dict[str, str] = {}
@@ -72,8 +72,8 @@ def trajectory_from_messages(
             final_index = None
             exchange += 1
         if role in ("system", "developer"):
-            if task is None:  # joined as the API parsers join them (conv.system)
-                system = text_of(content) if system is None else f"{system}\n{text_of(content)}"
+            if task is None:
+                systems.append(text_of(content))
         elif role == "tool":
             call_id = msg.get("tool_call_id")
             if type(call_id) is str:
@@ -136,7 +136,7 @@ def trajectory_from_messages(
         format=fmt,
         digest=digest,
         task=task,
-        system=system,
+        system="\n".join(systems) if systems else None,
         turns=tuple(turns),
         trailing_users=tuple(pending),
         tool_outputs=outputs,

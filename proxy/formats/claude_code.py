@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Hashable
 from typing import Any
 
 from proxy.errors import LoadError
@@ -117,7 +118,15 @@ class _Builder:
         self.notes: list[Note] = []
         self.current: dict[str, Any] | None = None  # the assistant message being put together
         self.current_id: Any = None  # its message.id
-        self.blocks: list[dict[str, Any]] = []  # the blocks it holds (a repeated one is skipped)
+        # the blocks it holds (a repeated one is skipped), as _frozen keys; those too deeply
+        # nested to freeze are kept as they are
+        self.seen: set[Hashable] = set()
+        self.deep: list[dict[str, Any]] = []
+        # its text and thinking blocks' texts, joined once the file is read (each added to the
+        # last is quadratic); one (message, texts, thoughts) per assistant message
+        self.texts: list[Any] = []
+        self.thoughts: list[Any] = []
+        self.parts: list[tuple[dict[str, Any], list[Any], list[Any]]] = []
         self.calls: dict[str, str] = {}  # tool_use id -> tool name
         self.others: Counter[str] = Counter()
         self.first_other: int | None = None
@@ -161,31 +170,40 @@ class _Builder:
             return
         mid = message.get("id")
         if self.current is None or mid is None or mid != self.current_id:
-            self.current, self.current_id, self.blocks = (
-                {"role": "assistant", "content": ""},
-                mid,
-                [],
-            )
+            self.current, self.current_id = {"role": "assistant", "content": ""}, mid
+            self.seen, self.deep, self.texts, self.thoughts = set(), [], [], []
+            self.parts.append((self.current, self.texts, self.thoughts))
             self.add(self.current, index)
         current = self.current
         for j, block in enumerate(blocks):
-            if block in self.blocks:
+            if self._repeated(block):
                 continue
-            self.blocks.append(block)
             kind = block["type"]
             if kind == "text":
-                text = block.get("text") or ""
-                current["content"] = f"{current['content']}\n{text}" if current["content"] else text
+                self.texts.append(block.get("text") or "")
             elif kind == "thinking":
-                thought = block.get("thinking") or ""
-                before = current.get("reasoning_content")
-                current["reasoning_content"] = f"{before}\n\n{thought}" if before else thought
+                current.setdefault("reasoning_content", "")  # the key where the first one put it
+                self.thoughts.append(block.get("thinking") or "")
             elif kind == "redacted_thinking":
                 self.redacted += 1
             elif kind == "tool_use":
                 current.setdefault("tool_calls", []).append(self._call(block, index, j))
             else:
                 self.note(index, f"a {kind} block: the API ran it itself, not the harness")
+
+    def _repeated(self, block: dict[str, Any]) -> bool:
+        """Whether the message already holds a block equal to this one; if not, it does now."""
+        try:
+            key = _frozen(block)
+        except RecursionError:  # equal blocks nest equally deep: these only meet each other
+            if block in self.deep:
+                return True
+            self.deep.append(block)
+            return False
+        if key in self.seen:
+            return True
+        self.seen.add(key)
+        return False
 
     def _call(self, block: dict[str, Any], index: int, j: int) -> dict[str, Any]:
         call_id, name, arguments = block.get("id"), block.get("name"), block.get("input", {})
@@ -256,11 +274,44 @@ class _Builder:
         if self.others and self.first_other is not None:
             counted = ", ".join(f"{kind} x{n}" for kind, n in self.others.most_common())
             self.note(self.first_other, f"lines that are not conversation: {counted}")
+        for message, texts, thoughts in self.parts:
+            message["content"] = _added(texts, "\n")
+            if thoughts:
+                message["reasoning_content"] = _added(thoughts, "\n\n")
         for message in self.messages:
             if message["role"] == "assistant" and not message["content"]:
                 message["content"] = None  # calls only
         notes = sorted(self.notes, key=lambda n: n.index)
         return Converted(self.messages, self.indexes, notes)
+
+
+def _frozen(value: Any) -> Hashable:
+    """A hashable stand-in for a JSON value, equal to another's exactly when the values are equal
+    (a dict's is a frozenset of its items, a list's a tuple: the two never meet)."""
+    if isinstance(value, dict):
+        items = []
+        for key, item in value.items():  # a loop, not a comprehension: one frame per level
+            items.append((key, _frozen(item)))
+        return frozenset(items)
+    if isinstance(value, list):
+        frozen = []
+        for item in value:
+            frozen.append(_frozen(item))
+        return tuple(frozen)
+    hashable: Hashable = value
+    return hashable
+
+
+def _added(values: list[Any], sep: str) -> Any:
+    """What adding each value with `f"{so_far}{sep}{value}" if so_far else value` gives, in one
+    join: the values from the first non-empty one on (a non-string formatted as that f-string
+    does; a lone one as it is), or the last value when none is."""
+    for k, value in enumerate(values):
+        if value:
+            if k == len(values) - 1:
+                return value
+            return sep.join(v if isinstance(v, str) else f"{v}" for v in values[k:])
+    return values[-1] if values else ""
 
 
 def _left_out(value: dict[str, Any], texts: list[str]) -> str | None:

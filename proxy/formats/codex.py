@@ -34,7 +34,7 @@ from typing import Any
 from proxy.errors import LoadError
 from proxy.formats.reader import Converted, Lines, Miss, Reader
 from proxy.formats.responses import content_parts
-from proxy.replay.content import text_of
+from proxy.replay.content import appended, text_of
 from proxy.replay.trajectory import Note
 
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
@@ -107,6 +107,11 @@ class _Builder:
         self.notes: list[Note] = []
         self.system: str | None = None
         self.current: dict[str, Any] | None = None  # the model response being put together
+        # its message texts and reasoning summaries, joined once the file is read (each added
+        # to the last is quadratic); one (message, texts, thoughts) per response
+        self.texts: list[str] = []
+        self.thoughts: list[str] = []
+        self.parts: list[tuple[dict[str, Any], list[str], list[str]]] = []
         self.names: dict[str, str] = {}  # call_id -> tool name
         self.others: Counter[str] = Counter()
         self.first_other: int | None = None
@@ -138,6 +143,10 @@ class _Builder:
                     self.note(index, "Codex rolled turns back here; they are kept")
                 self.others[kind] += 1
                 self.first_other = index if self.first_other is None else self.first_other
+        for message, texts, thoughts in self.parts:
+            message["content"] = appended(texts, "\n")
+            if len(thoughts) > 1:
+                message["reasoning_content"] = "\n\n".join(thoughts)
         for message in self.messages:
             if message["role"] == "assistant" and not message["content"]:
                 message["content"] = None  # calls only
@@ -169,9 +178,8 @@ class _Builder:
         kind = item["type"]
         role = item.get("role")
         if kind == "message" and role == "assistant":
-            text = text_of(content_parts(item.get("content")))
-            current = self.response(index)
-            current["content"] = f"{current['content']}\n{text}" if current["content"] else text
+            self.response(index)
+            self.texts.append(text_of(content_parts(item.get("content"))))
         elif kind == "message":
             self.current = None
             self.message(index, item, role)
@@ -193,6 +201,8 @@ class _Builder:
         if self.current is None:
             self.current = {"role": "assistant", "content": ""}
             self.add(self.current, index)
+            self.texts, self.thoughts = [], []
+            self.parts.append((self.current, self.texts, self.thoughts))
         return self.current
 
     def message(self, index: int, item: dict[str, Any], role: Any) -> None:
@@ -216,8 +226,8 @@ class _Builder:
             self.encrypted += int(bool(item.get("encrypted_content")))
             return
         current = self.response(index)
-        before = current.get("reasoning_content")
-        current["reasoning_content"] = f"{before}\n\n{shown}" if before else shown
+        current.setdefault("reasoning_content", shown)  # the key where the first one put it
+        self.thoughts.append(shown)
 
     def call(self, index: int, item: dict[str, Any]) -> dict[str, Any]:
         kind = item["type"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,7 +64,7 @@ def contents_to_chat(
     if text:
         out.append({"role": "system", "content": text})
         indexes.append(-1)
-    unanswered: list[tuple[str, str]] = []  # (name, id) of calls whose response has not come
+    unanswered = Unanswered()
     for index, content in enumerate(contents):
         if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
             raise LoadError(source, index, "a content must be an object with a parts list")
@@ -94,7 +95,7 @@ def contents_to_chat(
                         },
                     }
                 )
-                unanswered.append((name, ident))
+                unanswered.add(name, ident)
             if calls:
                 message["tool_calls"] = calls
             out.append(message)
@@ -109,7 +110,7 @@ def contents_to_chat(
                 out.append(
                     {
                         "role": "tool",
-                        "tool_call_id": answered(response, unanswered),
+                        "tool_call_id": unanswered.answer(response),
                         "content": response_text(response.get("response")),
                     }
                 )
@@ -122,18 +123,43 @@ def contents_to_chat(
     return out, indexes
 
 
-def answered(response: dict[str, Any], unanswered: list[tuple[str, str]]) -> str:
-    """The id of the call a functionResponse answers: the call with its id, else the oldest
-    unanswered call of its name (the response has no id, or one no call has: a client that got a
-    call without an id may make one up)."""
-    given = response.get("id")
-    name = response.get("name")
-    found = next((k for k, (_, ident) in enumerate(unanswered) if given and given == ident), None)
-    if found is None:
-        found = next((k for k, (called, _) in enumerate(unanswered) if called == name), None)
-    if found is None:
-        return given if isinstance(given, str) and given else str(name)
-    return unanswered.pop(found)[1]
+class Unanswered:
+    """The calls whose response has not come yet. A functionResponse answers the call with its
+    id, else the oldest unanswered call of its name (the response has no id, or one no call has:
+    a client that got a call without an id may make one up). Found through queues by id and by
+    name, not by scanning the calls per response (quadratic in a long conversation)."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, str] = {}  # the id of each unanswered call, by its order
+        self._by_id: dict[str, deque[int]] = {}  # orders, oldest first; answered ones left in
+        self._by_name: dict[str, deque[int]] = {}
+        self._added = 0
+
+    def add(self, name: str, ident: str) -> None:
+        order = self._added
+        self._added += 1
+        self._calls[order] = ident
+        self._by_id.setdefault(ident, deque()).append(order)
+        self._by_name.setdefault(name, deque()).append(order)
+
+    def answer(self, response: dict[str, Any]) -> str:
+        """The id of the call `response` answers, which is answered from now on."""
+        given = response.get("id")
+        name = response.get("name")
+        found = self._oldest(self._by_id, given) if isinstance(given, str) and given else None
+        if found is None and isinstance(name, str):
+            found = self._oldest(self._by_name, name)
+        if found is None:
+            return given if isinstance(given, str) and given else str(name)
+        return self._calls.pop(found)
+
+    def _oldest(self, queues: dict[str, deque[int]], key: str) -> int | None:
+        queue = queues.get(key)
+        while queue:
+            if queue[0] in self._calls:
+                return queue[0]
+            queue.popleft()  # answered through the other queue
+        return None
 
 
 def response_text(response: Any) -> str:

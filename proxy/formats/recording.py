@@ -12,6 +12,7 @@ another are its steps, and the script is text-based (proxy.replay.text_based).
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,14 +77,21 @@ def trajectory_from_recording(
         raise LoadError(
             source, last_index, f"message {exc.index} of its conversation: {exc.reason}"
         ) from None
-    # in order: two exchanges may end in the same text ("Done."), each answered by its own step
-    keys = [_ids(e["message"]) for _, e in steps]
+    # in order: two exchanges may end in the same text ("Done."), each answered by its own step;
+    # the steps of each key are looked up, not scanned per turn (a turn no step answered would
+    # scan all the later ones)
+    where: dict[tuple[str, ...], list[int]] = {}
+    for k, (_, e) in enumerate(steps):
+        where.setdefault(_ids(e["message"]), []).append(k)
     turns = []
     at = 0
     for turn in t.turns:
         key = tuple(c.id for c in turn.tool_calls) or ("text", squash(turn.text))
         calls = ("calls", *(f"{c.name}\x00{c.arguments}" for c in turn.tool_calls))
-        found = next((k for k in range(at, len(steps)) if keys[k] in (key, calls)), None)
+        found = _first(where.get(key), at)
+        other = _first(where.get(calls), at)
+        if other is not None and (found is None or other < found):
+            found = other
         if found is None:
             turns.append(turn)
             continue
@@ -92,6 +100,14 @@ def trajectory_from_recording(
     return dataclasses.replace(
         t, turns=tuple(turns), skipped=(*notes, *t.skipped), side=tuple(side)
     )
+
+
+def _first(steps: list[int] | None, at: int) -> int | None:
+    """The first of the (sorted) steps from `at` on."""
+    if not steps:
+        return None
+    k = bisect_left(steps, at)
+    return steps[k] if k < len(steps) else None
 
 
 def _chat_history(sent: Any, api: str, source: str, index: int) -> list[Any]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.replay.content import text_of
+from proxy.replay.content import appended, text_of
 
 ASSISTANT_SIDE = frozenset({"reasoning", "function_call", "item_reference"})
 RESPONSES_ONLY = frozenset({"function_call", "function_call_output", "reasoning", "item_reference"})
@@ -28,6 +28,7 @@ def items_to_chat(
         messages.append({"role": "system", "content": instructions})
         indexes.append(-1)
     current: dict[str, Any] | None = None  # the assistant message being put together
+    texts: list[str] | None = None  # its message items' texts, joined once it is complete
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             raise LoadError(source, index, "item is not a JSON object")
@@ -37,8 +38,16 @@ def items_to_chat(
                 current = {"role": "assistant", "content": None}
                 messages.append(current)
                 indexes.append(index)
-            _into_assistant(current, kind, item, source, index)
+            if kind == "message":
+                if texts is None:
+                    texts = []
+                texts.append(text_of(content_parts(item.get("content"))))
+            else:
+                _into_assistant(current, kind, item, source, index)
             continue
+        if current is not None and texts is not None:
+            current["content"] = appended(texts, "\n")
+            texts = None
         current = None
         if kind == "message":
             role = item.get("role")
@@ -53,6 +62,8 @@ def items_to_chat(
         else:
             messages.append({"role": f"<{kind} item>", "content": None})  # reported as skipped
         indexes.append(index)
+    if current is not None and texts is not None:
+        current["content"] = appended(texts, "\n")
     return messages, indexes
 
 
@@ -74,9 +85,6 @@ def _into_assistant(
             "function": {"name": name, "arguments": item.get("arguments")},
         }
         message.setdefault("tool_calls", []).append(call)
-    elif kind == "message":
-        text = text_of(content_parts(item.get("content")))
-        message["content"] = f"{message['content']}\n{text}" if message["content"] else text
 
 
 def content_parts(content: Any) -> Any:

@@ -6,6 +6,7 @@ Also where reasoning hides: leading <think> blocks inside the text (Gym-produced
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
@@ -32,6 +33,15 @@ def text_of(content: Any) -> str:
                 if isinstance(text, str):
                     texts.append(text)
         return "\n".join(texts)
+    return ""
+
+
+def appended(texts: Sequence[str], sep: str) -> str:
+    """What adding each text with `f"{so_far}{sep}{text}" if so_far else text` gives (the texts
+    from the first non-empty one on, joined), in one join: adding them one by one is quadratic."""
+    for k, text in enumerate(texts):
+        if text:
+            return sep.join(texts[k:] if k else texts)
     return ""
 
 
