@@ -43,7 +43,11 @@ def create_app(
 ) -> Front:
     """Trajectories are loaded here, not in the lifespan, so a bad file fails before binding."""
     if library is None:
-        library = Library.load(settings.trajectory, settings.trajectory_dir)
+        library = Library.load(
+            settings.trajectory,
+            settings.trajectory_dir,
+            cache_bytes=settings.trajectory_cache_bytes,
+        )
     store = store if store is not None else open_store(settings.store)
     if upstream is None:
         key = settings.upstream_api_key

@@ -143,6 +143,14 @@ def _parser() -> argparse.ArgumentParser:
         "(default 67108864: 64 MiB)",
     )
     limits.add_argument(
+        "--trajectory-cache-bytes",
+        type=int,
+        metavar="N",
+        help="trajectories loaded after start-up (admin scripts, x-replay-trajectory files) kept "
+        "parsed, in bytes of their files; the least recently used go first (default 268435456: "
+        "256 MiB)",
+    )
+    limits.add_argument(
         "--connect-timeout",
         type=float,
         metavar="S",

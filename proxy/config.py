@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     workers: int = Field(default=1, ge=1, le=256)
     # limits and timeouts of the HTTP layers (flags too: serve --help lists them)
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)  # a request's, and a recorded copy
+    # trajectories loaded after start-up (admin scripts, files named by x-replay-trajectory),
+    # kept parsed up to this many bytes of their files; the least recently used go first
+    trajectory_cache_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
     connect_timeout: float = Field(default=10.0, gt=0)
     read_timeout: float = Field(default=600.0, gt=0)  # between two reads of a long, thinking stream
     total_timeout: float | None = Field(default=None, gt=0)  # a whole answer; none by default

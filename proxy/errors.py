@@ -2,11 +2,13 @@
 
     ProxyError                  an error answered by the proxy itself (never an upstream's)
     ├── BadRequest              400  the request is malformed; says what and where (param)
+    │   └── TooDeep             400  JSON nested deeper than proxy.nesting allows
     ├── Unauthorized            401  admin token missing or wrong
     ├── Forbidden               403  admin API off: not on loopback and no token
     │   └── CrossSiteRefused    403  a foreign web page, or an admin call for a name not local
     ├── NotFound                404  unknown session, trajectory or route
     ├── ReplayDiverged          404  the request history disagrees with the session's script
+    ├── TrajectoryUnusable      404  a trajectory named by a request cannot be loaded (why)
     ├── PayloadTooLarge         413  body over the configured limit
     ├── UnsupportedMediaType    415  a body that is not JSON on a completion or forwarded path
     ├── LoopDetected            508  the request came back: the upstream points at the proxy
@@ -64,6 +66,10 @@ class BadRequest(ProxyError):
     code = "invalid_request"
 
 
+class TooDeep(BadRequest):
+    code = "nested_too_deep"
+
+
 class Unauthorized(ProxyError):
     status = 401
     type = "authentication_error"
@@ -90,6 +96,10 @@ class ReplayDiverged(ProxyError):
     status = 404
     type = "invalid_request_error"
     code = "replay_diverged"
+
+
+class TrajectoryUnusable(NotFound):
+    code = "trajectory_unusable"
 
 
 class PayloadTooLarge(ProxyError):

@@ -13,6 +13,17 @@ def is_valid_name(name: str) -> bool:
     return bool(_NAME.fullmatch(name)) and name not in (".", "..")
 
 
+def inside(folder: Path | None, path: Path) -> bool:
+    """`path` is in `folder` once links are followed (a link within the folder is fine)."""
+    if folder is None:
+        return False
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except (ValueError, OSError):
+        return False
+    return True
+
+
 def file_in(folder: Path, name: str, suffix: str) -> Path:
     """folder/name+suffix, for a name already checked; never outside `folder`."""
     if not is_valid_name(name):

@@ -61,7 +61,11 @@ def serve(flags: dict[str, Any]) -> int:
             print(f"replay-proxy: {exc}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        library = Library.load(settings.trajectory, settings.trajectory_dir)
+        library = Library.load(
+            settings.trajectory,
+            settings.trajectory_dir,
+            cache_bytes=settings.trajectory_cache_bytes,
+        )
     except LibraryError as exc:
         for problem in exc.errors:
             print(f"replay-proxy: {problem}", file=sys.stderr)

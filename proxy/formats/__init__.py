@@ -53,6 +53,8 @@ from proxy.formats.gemini import contents_to_chat, looks_like_gemini
 from proxy.formats.reader import Converted, Lines, Miss, Reader
 from proxy.formats.recording import is_recording, trajectory_from_recording
 from proxy.formats.responses import RESPONSES_ONLY, items_to_chat
+from proxy.names import inside
+from proxy.nesting import TOO_DEEP, too_deep
 from proxy.replay.trajectory import Note, Trajectory
 
 log = logging.getLogger("proxy.formats")
@@ -118,7 +120,7 @@ def read_with(reader: Reader, data: bytes, *, name: str, source: str) -> list[Tr
         if reader.lines:
             items, notes = _lines(data, source)
             return _converted(reader, reader.convert(items, source), name, source, digest, notes)
-        doc = orjson.loads(data)
+        doc = _shallow(orjson.loads(data), source, None)
         return _converted(reader, reader.convert(doc, source), name, source, digest, [])
 
     return _guarded(read)
@@ -164,15 +166,29 @@ def _directory(path: Path) -> tuple[list[Any], bytes]:
     doc: list[Any] = []
     chunks: list[bytes] = []
     for position, file in enumerate(files):
+        if not inside(path, file):  # a link to a file elsewhere is not read
+            raise LoadError(
+                str(path),
+                position,
+                f"{file.relative_to(path)} is a symbolic link that leads out of the event store; "
+                "links are not followed out of it",
+            )
         try:
             data = file.read_bytes()
-            doc.append(orjson.loads(data))
+            doc.append(_shallow(orjson.loads(data), str(path), position))
         except OSError as exc:
             raise LoadError(str(path), position, f"{file.name}: cannot read: {exc}") from None
         except orjson.JSONDecodeError as exc:
             raise LoadError(str(path), position, f"{file.name} is not valid JSON: {exc}") from None
         chunks.append(data)
     return doc, b"\n".join(chunks)
+
+
+def _shallow(value: Any, source: str, index: int | None) -> Any:
+    """`value`, unless it nests deeper than proxy.nesting allows (it could not be served)."""
+    if too_deep(value):
+        raise LoadError(source, index, f"holds {TOO_DEEP}")
+    return value
 
 
 def _natural(path: Path) -> list[tuple[int, str]]:
@@ -190,6 +206,7 @@ def _load(data: bytes, *, name: str, source: str) -> list[Trajectory]:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as whole_error:
         return _from_lines(data, name=name, source=source, digest=digest, whole_error=whole_error)
+    _shallow(doc, source, None)
     if is_recording(doc):  # a recording of a single exchange
         return [trajectory_from_recording([(0, doc)], name=name, source=source, digest=digest)]
     return _from_document(doc, name=name, source=source, digest=digest)
@@ -354,7 +371,7 @@ def _lines(
         if not line.strip():
             continue
         try:
-            items.append((number, orjson.loads(line)))
+            items.append((number, _shallow(orjson.loads(line), source, number)))
         except orjson.JSONDecodeError as exc:
             if not items:  # not JSONL either: report it as the JSON file it claims to be
                 raise LoadError(source, None, f"not valid JSON: {whole_error or exc}") from None

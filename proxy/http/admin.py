@@ -99,7 +99,7 @@ async def put_session(request: Request, session: str) -> dict[str, Any]:
         branch = runtime.sessions.replay_turns
     data = await read_body(request, runtime.settings.max_body_bytes)
     try:
-        trajectory = runtime.library.admin(data, session)
+        trajectory = await runtime.library.admin(data, session)
     except LoadError as exc:
         raise BadRequest(f"the trajectory was not accepted, the old script stays: {exc}") from None
     await runtime.store.put_script(session, data)

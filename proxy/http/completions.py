@@ -7,10 +7,13 @@ plain ASGI (not FastAPI routes): these are the hot paths.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import orjson
 from starlette.responses import Response
@@ -32,6 +35,7 @@ from proxy.runtime import Runtime
 from proxy.sessions.registry import BRANCH_HEADER, Binding, branch_point
 
 log = logging.getLogger("proxy.requests")
+T = TypeVar("T")
 
 STOP_TEXT = (
     "[replay-proxy] The script is complete: all {total} scripted turns were served, and "
@@ -64,10 +68,8 @@ class InFlight:
 
 async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
     started = time.perf_counter()
-    raw, body = request.body, request.json()
-    conv = api.parse(body)
-    if api.target is not None:  # the URL holds part of the request (Gemini: model, streaming)
-        api.target(conv, request.path, request.query)
+    raw = request.body
+    body, conv = await _off_loop_if(request.large, partial(_read, request, api))
     session = session_id(request.headers, runtime.settings.session_header, conv)
     parent = next(
         (v for h in runtime.settings.subagent_header if (v := request.headers.get(h))), None
@@ -105,6 +107,14 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
     return await _main(call, binding)
 
 
+def _read(request: Incoming, api: Api) -> tuple[dict[str, Any], Conversation]:
+    body = request.json()
+    conv = api.parse(body)
+    if api.target is not None:  # the URL holds part of the request (Gemini: model, streaming)
+        api.target(conv, request.path, request.query)
+    return body, conv
+
+
 async def _text_based(
     request: Incoming, runtime: Runtime, conv: Conversation, session: str
 ) -> Binding | None:
@@ -134,13 +144,17 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             branch_point(headers.get(BRANCH_HEADER)),
         )
     script, state = binding.trajectory, binding.state
-    decision = decide(
-        conv,
-        script,
-        live_after_divergence=binding.live_after_divergence,
-        rules=runtime.rules,
-        body=call.body if runtime.strict else None,
-        branch=state.replay_turns if state is not None else None,
+    decision = await _off_loop_if(
+        call.request.large,
+        partial(
+            decide,
+            conv,
+            script,
+            live_after_divergence=binding.live_after_divergence,
+            rules=runtime.rules,
+            body=call.body if runtime.strict else None,
+            branch=state.replay_turns if state is not None else None,
+        ),
     )
     state, fault = await runtime.sessions.record(
         call.session, call.lane, decision, messages=conv.message_count
@@ -172,8 +186,14 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             f"strict replay: session {call.session} has no recording to replay (--mode strict never "
             "forwards upstream); bind one with x-replay-trajectory, by its task, or the admin API"
         )
-    _prepare_live(call, decision, script)
+    await _off_loop_if(call.request.large, partial(_prepare_live, call, decision, script))
     return await _forward(call, state.prefix_messages, str(decision.reason))
+
+
+async def _off_loop_if(large: bool, work: Callable[[], T]) -> T:
+    """`work` (pure, or touching only this request) in a thread when the request is large: the
+    event loop keeps serving other clients meanwhile."""
+    return await asyncio.to_thread(work) if large else work()
 
 
 def _prepare_live(call: InFlight, decision: Forward, script: Trajectory | None) -> None:

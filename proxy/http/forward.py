@@ -6,6 +6,7 @@ of the lane "other" (first unused equal request), or get an error. Served by pro
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import orjson
@@ -14,6 +15,7 @@ from starlette.responses import Response
 from proxy.errors import ProxyError
 from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
+from proxy.nesting import too_deep
 from proxy.replay.conversation import session_header
 from proxy.runtime import Runtime
 
@@ -24,7 +26,9 @@ NO_SESSION = "unsessioned"
 async def forward(request: Incoming, runtime: Runtime) -> Response:
     started = time.perf_counter()
     session = session_header(request.headers, runtime.settings.session_header) or NO_SESSION
-    body = _parsed(request.body)
+    body = None  # read only to record it, or to compare it in strict mode
+    if runtime.strict or runtime.recorder is not None or runtime.dumper is not None:
+        body = await asyncio.to_thread(_parsed, request) if request.large else _parsed(request)
     tap = runtime.tap(
         request, session=session, lane=LANE, api=LANE, body=body, stream=False, perf_start=started
     )
@@ -48,10 +52,14 @@ async def forward(request: Incoming, runtime: Runtime) -> Response:
     return response
 
 
-def _parsed(raw: bytes) -> object:
+def _parsed(request: Incoming) -> object:
+    raw = request.body
     if not raw:
         return None
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
+        if not too_deep(value):  # nested too deep to be written out: kept as the text it is
+            return value
     except orjson.JSONDecodeError:
-        return raw.decode("utf-8", errors="replace")
+        pass
+    return raw.decode("utf-8", errors="replace")

@@ -22,6 +22,7 @@ async def healthz(request: Request) -> dict[str, object]:
         # what an operator (and the soak test) watches for leaks
         "upstream_connections": runtime.upstream.connections(),
         "tasks": len(asyncio.all_tasks()),
+        "trajectory_cache": runtime.library.cache.report(),
     }
 
 

@@ -14,8 +14,10 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope
 
-from proxy.errors import BadRequest, ClientClosedRequest, PayloadTooLarge
+from proxy.errors import BadRequest, ClientClosedRequest, PayloadTooLarge, TooDeep
+from proxy.nesting import TOO_DEEP, deep_read, too_deep
 
+OFF_LOOP = 256 * 1024  # a body larger than this is parsed in a thread (1-2 ms on the loop at most)
 # never put on the upstream's request line as they are: a space or CR LF there splits a request
 _UNSAFE = re.compile(rb"[\x00-\x20\x7f]")
 
@@ -64,15 +66,25 @@ class Incoming:
     body: bytes
 
     def json(self) -> dict[str, Any]:
+        """The body as a JSON object; run it in a thread when the body is large (`large`)."""
         try:
             body = orjson.loads(self.body)
         except orjson.JSONDecodeError as exc:
             if not self.body and self.headers.raw(b"upgrade"):
                 raise _upgrade(self.headers) from None
+            if deep_read(exc):
+                raise _deep() from None
             raise BadRequest(f"the request body is not valid JSON: {exc}") from None
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object")
+        if too_deep(body):
+            raise _deep()
         return body
+
+    @property
+    def large(self) -> bool:
+        """Reading this body would hold the event loop long enough for other clients to notice."""
+        return len(self.body) > OFF_LOOP
 
 
 async def receive_request(scope: Scope, receive: Receive, limit: int, headers: Headers) -> Incoming:
@@ -111,6 +123,10 @@ async def receive_request(scope: Scope, receive: Receive, limit: int, headers: H
         scope["method"], scope["path"], raw_path.decode("latin-1"), query.decode("latin-1"),
         raw, headers, body,
     )  # fmt: skip
+
+
+def _deep() -> TooDeep:
+    return TooDeep(f"the request body holds {TOO_DEEP}", param="body")
 
 
 def _gone() -> ClientClosedRequest:

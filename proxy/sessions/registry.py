@@ -165,11 +165,10 @@ class Sessions:
     async def resolve(self, state: SessionState) -> Trajectory | None:
         assert state.script_digest is not None and state.script_name is not None
         if state.script_source == "admin":
-            cached = self.library.cached(state.script_digest)
-            if cached is not None:
-                return cached
-            data = await self.store.get_script(state.id)
-            return self.library.admin(data, state.id) if data is not None else None
+            session = state.id
+            return await self.library.admin_script(
+                state.script_digest, session, lambda: self.store.get_script(session)
+            )
         return await self.library.find(state.script_name)
 
     async def _choose(

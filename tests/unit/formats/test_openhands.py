@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from proxy.errors import LoadError
-from proxy.formats import read_with
+from proxy.formats import load_all, read_with
 from proxy.formats.openhands import READER
 from proxy.replay.content import text_of
 from proxy.replay.trajectory import Trajectory
@@ -206,3 +208,20 @@ def test_a_broken_v0_event_is_a_load_error_with_its_index(
     with pytest.raises(LoadError) as caught:
         read(events)
     assert caught.value.index == index and reason in caught.value.reason
+
+
+def test_an_event_store_never_reads_a_link_that_leads_out_of_it(tmp_path: Path) -> None:
+    store = tmp_path / "conv"
+    shutil.copytree(CONVERSATION, store)
+    secret = tmp_path / "elsewhere.json"
+    secret.write_text(json.dumps({"kind": "MessageEvent", "secret": "not for the proxy"}))
+    events = sorted((store / "events").glob("event-*.json"))
+    kept = events[3].rename(store / "event-3.kept")
+    events[3].symlink_to(secret)
+    with pytest.raises(LoadError) as caught:
+        load_all(store)
+    assert caught.value.index == 3 and "leads out of the event store" in caught.value.reason
+    assert "not for the proxy" not in str(caught.value)
+    events[3].unlink()
+    events[3].symlink_to(kept)  # a link within the store is read as the file it names
+    assert load_all(store)[0].turns

@@ -1,0 +1,33 @@
+"""How deeply JSON may nest, for request bodies and trajectory files alike.
+
+orjson writes at most 254 levels of arrays and objects (255 raise), and the Python code that walks
+a value recurses once or twice a level: a value nested deeper would fail half-way through a
+request (a 500, with the session's state half-written). It is refused before any of that.
+orjson reads up to 1024 levels, so the check runs on what it read: writing it out once is the
+cheapest exact way to know (5 us for a 17 KB request, 0.2 us for a small one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+MAX_DEPTH = 254
+TOO_DEEP = f"arrays and objects nested more than {MAX_DEPTH} levels deep (the limit is {MAX_DEPTH})"
+
+
+def too_deep(value: Any) -> bool:
+    """`value` (as orjson read it) nests more than MAX_DEPTH levels."""
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError as exc:
+        if "Recursion" not in str(exc):
+            raise
+        return True
+    return False
+
+
+def deep_read(error: orjson.JSONDecodeError) -> bool:
+    """orjson refused to read a document for its depth (over 1024 levels)."""
+    return str(error).startswith("depth limit")

@@ -1,0 +1,55 @@
+"""Parsed trajectories kept for reuse, bounded by the bytes of the files they came from.
+
+A parsed trajectory takes about four times its file's size in memory, so the bound is set in file
+bytes (--trajectory-cache-bytes). The least recently used goes first: a session that is running
+uses its script on every request, so what goes is what no running session has asked for lately.
+What goes is parsed again when it is asked for (an admin script from the store, a file from its
+folder). The newest entry is always kept, even when it alone is over the bound.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator
+
+from proxy.replay.trajectory import Trajectory
+
+
+class TrajectoryCache:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0  # bytes of the files of what is kept
+        self.evicted = 0
+        self._entries: OrderedDict[Hashable, tuple[Trajectory, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Hashable) -> Trajectory | None:
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        self._entries.move_to_end(key)
+        return found[0]
+
+    def put(self, key: Hashable, trajectory: Trajectory, size: int) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.size -= old[1]
+        self._entries[key] = (trajectory, size)
+        self.size += size
+        while self.size > self.limit and len(self._entries) > 1:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self.size -= dropped
+            self.evicted += 1
+
+    def report(self) -> dict[str, int]:
+        return {
+            "entries": len(self._entries),
+            "bytes": self.size,
+            "limit": self.limit,
+            "evicted": self.evicted,
+        }
+
+    def values(self) -> Iterator[Trajectory]:
+        return (t for t, _ in self._entries.values())

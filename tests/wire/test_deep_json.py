@@ -1,0 +1,112 @@
+"""JSON nested deeper than the proxy can handle is a 400 that names the limit, in each API's own
+shape, and the session goes on as before; up to the limit, a request is served as usual."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from tests.conftest import ProxyFactory
+from tests.helpers.agent import RECORDED, agent_step, client, follow, start_messages
+from tests.helpers.servers import FakeUpstream, text
+
+DEEP = "__deep__"
+
+
+def nested(depth: int) -> bytes:
+    """`depth` levels of arrays and objects, alternating, around a string, as JSON (written by
+    hand: a JSON library would refuse it too)."""
+    opening = b"".join(b'{"a": ' if level % 2 else b"[" for level in range(depth))
+    closing = b"".join(b"}" if level % 2 else b"]" for level in reversed(range(depth)))
+    return opening + b'"bottom"' + closing
+
+
+def raw(body: dict[str, Any], depth: int) -> bytes:
+    return orjson.dumps(body).replace(b'"%s"' % DEEP.encode(), nested(depth))
+
+
+def bodies() -> dict[str, tuple[str, dict[str, Any]]]:
+    deep = DEEP
+    user = {"role": "user", "content": "t"}
+    return {
+        "chat": ("/v1/chat/completions", {"model": "m", "messages": [user], "metadata": deep}),
+        "responses": (
+            "/v1/responses",
+            {"model": "m", "input": [user, {"role": "user", "content": deep}]},
+        ),
+        "anthropic": (
+            "/v1/messages",
+            {"model": "m", "max_tokens": 9, "messages": [user], "metadata": deep},
+        ),
+        "gemini": (
+            "/v1beta/models/m:generateContent",
+            {
+                "contents": [
+                    {"role": "user", "parts": [{"text": "t"}]},
+                    {"role": "model", "parts": [{"functionCall": {"name": "bash", "args": {}}}]},
+                    {
+                        "role": "user",
+                        "parts": [{"functionResponse": {"name": "bash", "response": deep}}],
+                    },
+                ]
+            },
+        ),
+    }
+
+
+def post(url: str, content: bytes, **headers: str) -> httpx.Response:
+    return httpx.post(url, content=content, headers={"content-type": "application/json", **headers})
+
+
+@pytest.mark.parametrize("depth", [255, 1000, 1100])  # one past the limit; near, past orjson's
+def test_too_deep_is_a_400_naming_the_limit_on_every_api(proxy: ProxyFactory, depth: int) -> None:
+    with proxy() as url:
+        root = url.removesuffix("/v1")
+        answers = {
+            api: post(root + path, raw(body, depth)) for api, (path, body) in bodies().items()
+        }
+        health = httpx.get(root + "/healthz")
+    assert health.status_code == 200
+    for api, answer in answers.items():
+        assert answer.status_code == 400, (api, answer.text)
+        assert "nested more than 254 levels deep (the limit is 254)" in answer.text, api
+    assert answers["anthropic"].json()["type"] == "error"
+    assert answers["gemini"].json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert answers["chat"].json()["error"]["code"] == "nested_too_deep"
+
+
+def test_up_to_the_limit_a_request_goes_upstream_as_usual(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str]
+) -> None:
+    fake, upstream_url = upstream
+    fake.fallback = text("fine")
+    with proxy(upstream=upstream_url) as url:
+        path, body = bodies()["chat"]  # 252 levels in the body: 253 in all
+        answer = post(url.removesuffix("/v1") + path, raw(body, 252))
+    assert answer.status_code == 200, answer.text
+    assert fake.posts()[0].body == raw(body, 252)
+
+
+def test_a_too_deep_request_leaves_the_session_as_it_was(
+    proxy: ProxyFactory, write_trajectory: Callable[..., Path]
+) -> None:
+    with proxy(trajectory=[write_trajectory(RECORDED)]) as url:
+        c = client(url, **{"x-session-affinity": "deep-1"})
+        messages = start_messages()
+        answer, headers = agent_step(c, messages, stream=False)
+        assert headers["x-replay-turn"] == "1/2"
+        follow(messages, answer)
+        body = {"model": "m", "messages": messages, "metadata": DEEP}
+        refused = post(
+            url + "/chat/completions", raw(body, 600), **{"x-session-affinity": "deep-1"}
+        )
+        answer, headers = agent_step(c, messages, stream=True)
+        status = httpx.get(url.removesuffix("/v1") + "/replay/sessions/deep-1").json()
+    assert refused.status_code == 400
+    assert headers["x-replay-turn"] == "2/2"  # the next turn, as if nothing had happened
+    assert status["turns_served"] == 2

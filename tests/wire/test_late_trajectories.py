@@ -1,0 +1,125 @@
+"""Trajectories that come after start-up (a file named by x-replay-trajectory, an admin script):
+loaded once however many ask, a bad file refused with its reason until it changes, links out of
+the folder never followed, and the parsed copies bounded by bytes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from proxy.sessions.library import Library, LibraryError
+from tests.conftest import ProxyFactory
+from tests.wire.test_admin_and_binding import admin, ask, first_call_id, recording
+
+
+def big_recording(task: str, turns: int, pad: int) -> list[dict[str, object]]:
+    """A recording of `turns` tool calls whose outputs carry `pad` bytes each."""
+    messages = recording(task, *(f"c{i}" for i in range(turns)))
+    for message in messages:
+        if message["role"] == "tool":
+            message["content"] = "x" * pad
+    return messages
+
+
+def loads(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "proxy.library" and text in r.getMessage()
+    ]
+
+
+def test_concurrent_first_requests_for_a_new_file_load_it_once(
+    proxy: ProxyFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="proxy.library")
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    with proxy(trajectory_dir=folder) as url:
+        # put in the folder after start-up: loaded when first named (about 35 MB)
+        (folder / "big.json").write_text(json.dumps(big_recording("t", 40, 900_000)))
+        start = threading.Barrier(8)
+        answers: list[httpx.Response] = []
+
+        def first(n: int) -> None:
+            start.wait()
+            answers.append(ask(url, f"s{n}", "t", **{"x-replay-trajectory": "big"}))
+
+        threads = [threading.Thread(target=first, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        health = httpx.get(url.removesuffix("/v1") + "/healthz").json()
+    assert [first_call_id(a) for a in answers] == ["c0"] * 8
+    assert len(loads(caplog, "loaded")) == 1  # one parse for eight sessions
+    assert health["trajectory_cache"]["entries"] == 1
+
+
+def test_a_file_that_fails_to_load_is_refused_with_its_reason_until_it_changes(
+    proxy: ProxyFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="proxy.library")
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    with proxy(trajectory_dir=folder) as url:
+        broken = folder / "broken.json"
+        broken.write_text(
+            '[{"role": "user", "content": "t"}, {"role": "assistant", "tool_calls": 3}]'
+        )
+        refused = [ask(url, f"s{n}", "t", **{"x-replay-trajectory": "broken"}) for n in range(3)]
+        broken.write_text(json.dumps(recording("t", "fixed1")))  # mended: loaded at once
+        mended = ask(url, "s9", "t", **{"x-replay-trajectory": "broken"})
+    for answer in refused:
+        assert answer.status_code == 404, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "trajectory_unusable"
+        assert "broken" in error["message"] and "tool_calls" in error["message"]
+        assert "Traceback" not in answer.text
+    assert len(loads(caplog, "cannot be loaded")) == 1  # parsed once, not on every request
+    assert first_call_id(mended) == "fixed1"
+
+
+def test_links_are_followed_only_within_the_folder(proxy: ProxyFactory, tmp_path: Path) -> None:
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    outside = tmp_path / "secret.json"
+    outside.write_text(json.dumps(recording("t", "outside1")))
+    (folder / "real.json").write_text(json.dumps(recording("t", "real1")))
+    with proxy(trajectory_dir=folder) as url:
+        (folder / "escape.json").symlink_to(outside)
+        (folder / "alias.json").symlink_to(folder / "real.json")
+        escape = ask(url, "s1", "t", **{"x-replay-trajectory": "escape"})
+        alias = ask(url, "s2", "t", **{"x-replay-trajectory": "alias"})
+    assert escape.status_code == 404, escape.text
+    assert "symbolic link that leads out of the folder" in escape.json()["error"]["message"]
+    assert "outside1" not in escape.text
+    assert first_call_id(alias) == "real1"
+    with pytest.raises(LibraryError) as caught:  # at start-up too
+        Library.load((), folder)
+    assert [str(e) for e in caught.value.errors] == [
+        f"{folder / 'escape.json'}: a symbolic link that leads out of the folder: links are "
+        "followed only within --trajectory-dir, so that no file outside it is served by name; "
+        "copy the file in"
+    ]
+
+
+def test_admin_scripts_are_kept_within_the_cache_bound_and_parsed_again_when_needed(
+    proxy: ProxyFactory,
+) -> None:
+    scripts = {f"job-{n}": json.dumps(big_recording(f"task {n}", 3, 200_000)) for n in range(5)}
+    size = len(next(iter(scripts.values())))
+    with proxy(trajectory_cache_bytes=int(size * 2.5)) as url:
+        for session, script in scripts.items():
+            assert httpx.put(admin(url) + f"/{session}", content=script).status_code == 200
+        health = httpx.get(url.removesuffix("/v1") + "/healthz").json()["trajectory_cache"]
+        # the first script was evicted: its session gets it back from the store
+        again = ask(url, "job-0", "task 0")
+    assert health["entries"] == 2 and health["bytes"] <= health["limit"]
+    assert health["evicted"] == 3
+    assert first_call_id(again) == "c0"
