@@ -3,12 +3,11 @@ one rule each, for the OpenAI and Anthropic APIs (Gemini's body has no model: ge
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from proxy.errors import BadRequest
 from proxy.replay.conversation import Where, path_of
-from proxy.replay.splice import Insertion
+from proxy.replay.splice import spliced as spliced  # the one splice rule, for every API
 
 
 def malformed(path: Where, problem: str) -> BadRequest:
@@ -54,27 +53,3 @@ def tool_names(tools: Any) -> tuple[str, ...]:
         if isinstance(name, str):
             names.append(name)
     return tuple(names)
-
-
-def spliced(
-    items: list[Any],
-    plan: Sequence[Insertion],
-    put: Callable[[list[Any], list[Insertion]], None],
-) -> list[Any]:
-    """`items` with the plan's insertions made in one pass: `put(out, group)` makes those of one
-    position (in plan order) at the end of `out`, which holds the items before that position.
-    Inserting them one by one, each a slice insertion, is quadratic in a long history. Positions
-    are within the list (as plan_splice makes them: places in the history the client sent)."""
-    groups: dict[int, list[Insertion]] = {}
-    for insertion in plan:
-        if not 0 <= insertion.position <= len(items):
-            raise ValueError(f"splice position {insertion.position} outside {len(items)} items")
-        groups.setdefault(insertion.position, []).append(insertion)
-    out: list[Any] = []
-    done = 0
-    for position in sorted(groups):
-        out.extend(items[done:position])
-        put(out, groups[position])
-        done = position
-    out.extend(items[done:])
-    return out

@@ -8,6 +8,7 @@ divergence can point at it.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -91,15 +92,30 @@ class Conversation:
     task: str | None = None  # the first user message
     replies: list[Reply] = field(default_factory=list)
     results: list[Result] = field(default_factory=list)
-    users: dict[int, str] = field(default_factory=dict)  # position -> text of user messages
+    users: dict[int, str] = field(default_factory=dict)  # position -> text, in position order
     array: bool = False  # Gemini's streamGenerateContent without alt=sse: chunks as a JSON array
+    # the positions of `users` in order, made on the first users_between (the parser is done by
+    # then): the follow-ups and the splice of one request each look at many ranges of them
+    _user_positions: list[int] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def takes_tools(self) -> bool:
         """Only a request that lets the model call a tool may take a scripted turn."""
-        if self.tool_choice_none:
+        if self.tool_choice_none or not self.tools:
             return False
-        return self.tools.count(NOOP_TOOL) < len(self.tools)  # no generator made per request
+        # read per request more than once: the first name settles it unless it is the stub
+        return self.tools[0] != NOOP_TOOL or self.tools.count(NOOP_TOOL) < len(self.tools)
+
+    def users_between(self, start: int, end: int) -> list[tuple[int, str]]:
+        """The user messages after position `start` and before `end`, in order, as (position,
+        text): found by bisection, since a request asks this once per scripted turn."""
+        positions = self._user_positions
+        if positions is None or len(positions) != len(self.users):
+            positions = self._user_positions = sorted(self.users)
+        lo = bisect_right(positions, start)
+        hi = bisect_left(positions, end, lo)
+        users = self.users
+        return [(pos, users[pos]) for pos in positions[lo:hi]]
 
     def lane(self, *, subagent: bool) -> Lane:
         if subagent:

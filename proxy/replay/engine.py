@@ -17,6 +17,7 @@ first K turns as its script: from there it goes live.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -386,7 +387,7 @@ def _follow_up(
     (or, in a text-based script, the recorded observation): the harness sends them itself, so they
     are compared, not spliced."""
     key = answer.path[0]  # messages | input
-    got = [(pos, text) for pos, text in conv.users.items() if answer.end < pos < before]
+    got = conv.users_between(answer.end, before)
     want = [prompt(text_of(u.content), masks) for u in turn.follow_up]
     number = turn.number
     if observation:
@@ -419,8 +420,10 @@ def _follow_up(
 
 
 def _missing_tool(conv: Conversation, turn: Turn) -> Divergence | None:
+    # a set for many calls (a turn may make thousands against as many tools); one needs no set
+    offered: Collection[str] = frozenset(conv.tools) if len(turn.tool_calls) > 1 else conv.tools
     for call in turn.tool_calls:
-        if call.name not in conv.tools:
+        if call.name not in offered:
             return Divergence(
                 turn.number,
                 f"scripted turn {turn.number} calls {call.name!r}, which the request does not offer",

@@ -9,6 +9,7 @@ in that place is not inserted again. Only main-lane requests of the session are 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -62,16 +63,42 @@ def _add(
     start: int,
     end: int,
 ) -> None:
-    present = {text for pos, text in conv.users.items() if start < pos < end}
+    present = {text for _, text in conv.users_between(start, end)}
     missing = tuple(u for u in users if text_of(u.content) not in present)
     if missing:
         plan.append(Insertion(at, missing))
 
 
-def apply_chat(messages: list[Any], plan: tuple[Insertion, ...]) -> list[Any]:
-    out = list(messages)
-    for insertion in sorted(plan, key=lambda i: i.position, reverse=True):
-        out[insertion.position : insertion.position] = [
-            {"role": "user", "content": u.content} for u in insertion.users
-        ]
+def spliced(
+    items: list[Any],
+    plan: Sequence[Insertion],
+    put: Callable[[list[Any], list[Insertion]], None],
+) -> list[Any]:
+    """`items` with the plan's insertions made in one pass, for every API: `put(out, group)` makes
+    those of one position (in plan order) at the end of `out`, which holds the items before that
+    position. Inserting them one by one, each a slice insertion, is quadratic in a long history.
+    Positions are within the list (as plan_splice makes them: places in the history the client
+    sent)."""
+    groups: dict[int, list[Insertion]] = {}
+    for insertion in plan:
+        if not 0 <= insertion.position <= len(items):
+            raise ValueError(f"splice position {insertion.position} outside {len(items)} items")
+        groups.setdefault(insertion.position, []).append(insertion)
+    out: list[Any] = []
+    done = 0
+    for position in sorted(groups):
+        out.extend(items[done:position])
+        put(out, groups[position])
+        done = position
+    out.extend(items[done:])
     return out
+
+
+def apply_chat(messages: list[Any], plan: tuple[Insertion, ...]) -> list[Any]:
+    """The Chat Completions splice: each user message goes in as it was recorded."""
+
+    def put(out: list[Any], group: list[Insertion]) -> None:
+        for insertion in reversed(group):  # of two at one place, the later one goes first
+            out.extend({"role": "user", "content": u.content} for u in insertion.users)
+
+    return spliced(messages, plan, put)

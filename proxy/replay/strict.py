@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from proxy.replay.difference import Difference, first_difference
+from proxy.replay.difference import Difference, first_difference, first_mismatch
 from proxy.replay.normalize import normalize
 from proxy.replay.trajectory import Recorded
 
@@ -61,7 +61,12 @@ class StrictReplay:
         if not candidates:
             return Miss(0, None, None)
         wanted = normalize(body, self.masks)
-        best = max(candidates, key=lambda i: _shared_prefix(self.normal(side[i]), wanted))
+        text = _serialised(wanted)  # once, not once per candidate
+
+        def shared(i: int) -> int:
+            return first_mismatch(_serialised(self.normal(side[i])), text)
+
+        best = max(candidates, key=shared)  # the first of the nearest
         return Miss(len(candidates), best, first_difference(self.normal(side[best]), wanted))
 
 
@@ -71,11 +76,6 @@ def _candidates(side: Sequence[Recorded], lane: str, method: str, path: str) -> 
     ]
 
 
-def _shared_prefix(a: Any, b: Any) -> int:
-    x = orjson.dumps(a, option=orjson.OPT_SORT_KEYS)
-    y = orjson.dumps(b, option=orjson.OPT_SORT_KEYS)
-    n = min(len(x), len(y))
-    i = 0
-    while i < n and x[i] == y[i]:
-        i += 1
-    return i
+def _serialised(value: Any) -> bytes:
+    """A normal form as text: the nearest recorded request shares the longest prefix of it."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
