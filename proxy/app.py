@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
@@ -28,6 +29,7 @@ from proxy.replay.engine import Mode, Rules
 from proxy.replay.normalize import compile_masks
 from proxy.replay.strict import StrictReplay
 from proxy.runtime import Runtime
+from proxy.sessions.expiry import sweep
 from proxy.sessions.library import Library
 from proxy.sessions.registry import Sessions
 from proxy.store import Store, open_store
@@ -48,7 +50,7 @@ def create_app(
             settings.trajectory_dir,
             cache_bytes=settings.trajectory_cache_bytes,
         )
-    store = store if store is not None else open_store(settings.store)
+    store = store if store is not None else open_store(settings.store, ttl=settings.session_ttl)
     if upstream is None:
         key = settings.upstream_api_key
         upstream = Upstream(
@@ -98,9 +100,16 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await runtime.store.check()
+        sweeper = None
+        if settings.session_ttl > 0:
+            sweeper = asyncio.create_task(
+                sweep(runtime.store, settings.session_ttl, runtime.metrics)
+            )
         try:
             yield
         finally:
+            if sweeper is not None:
+                sweeper.cancel()
             await runtime.upstream.aclose()
             await runtime.store.close()
             for writer in (runtime.recorder, runtime.dumper):

@@ -134,6 +134,13 @@ def _parser() -> argparse.ArgumentParser:
         "the proxy may come from, besides IP addresses and localhost ('*.corp' for a domain; "
         "repeatable; docs/security.md)",
     )
+    serve.add_argument(
+        "--session-ttl",
+        type=float,
+        metavar="S",
+        help="forget a session after this many seconds without a request (default 86400: "
+        "24 h; 0 keeps sessions for as long as the store does)",
+    )
     limits = serve.add_argument_group("limits and timeouts")
     limits.add_argument(
         "--max-body-bytes",

@@ -68,6 +68,7 @@ class Settings(BaseSettings):
     # host names (besides IP addresses and localhost) the admin API answers without a token, and
     # pages a completion request may come from (proxy.http.guard); "*.corp" for a domain
     allowed_host: Annotated[tuple[str, ...], NoDecode] = ()
+    session_ttl: float = Field(default=24 * 3600.0, ge=0)  # idle seconds; 0 keeps sessions
     log_level: LogLevel = LogLevel.INFO
     log_format: LogFormat = LogFormat.TEXT
     store: str = "memory://"

@@ -42,6 +42,10 @@ FAULTS = (
     "replay_proxy_faults_injected",
     "Faults injected at a scripted turn (--fault, admin API), by kind",
 )
+EXPIRED = (
+    "replay_proxy_sessions_expired",
+    "Sessions forgotten after --session-ttl without a request",
+)
 UPSTREAM_SECONDS = ("replay_proxy_upstream_seconds", "Upstream time to the last byte")
 UPSTREAM_TTFB = ("replay_proxy_upstream_ttfb_seconds", "Upstream time to the first byte")
 REQUEST_LABELS = ["api", "lane", "source", "status"]
@@ -79,6 +83,7 @@ class Metrics:
         self.requests: dict[RequestKey, int] = {}
         self.divergences: dict[str, int] = {}
         self.faults: dict[str, int] = {}
+        self.expired = 0
         self.timings: dict[str, tuple[Timing, Timing]] = {}  # api -> (to last byte, to first)
         self.files = Files() if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else None
 
@@ -98,6 +103,11 @@ class Metrics:
         if self.files is not None:
             self.files.faults.labels(kind).inc()
 
+    def sessions_expired(self, count: int) -> None:
+        self.expired += count
+        if self.files is not None and count:
+            self.files.expired.inc(count)
+
     def upstream(self, api: str, started: float, first_byte: float | None, finished: float) -> None:
         timings = self.timings.get(api)
         if timings is None:
@@ -111,19 +121,20 @@ class Metrics:
                 self.files.upstream_ttfb.labels(api).observe(first_byte - started)
 
     async def exposition(self, store: Store) -> bytes:
-        cutoff = time.time() - ACTIVE_WINDOW
-        active = sum(1 for s in await store.sessions() if s.last_seen >= cutoff)
-        gauge = GaugeMetricFamily(
+        active = GaugeMetricFamily(
             "replay_proxy_active_sessions",
             f"Sessions with a request in the last {ACTIVE_WINDOW // 60} minutes",
-            value=active,
+            value=await store.count(since=time.time() - ACTIVE_WINDOW),
+        )
+        kept = GaugeMetricFamily(
+            "replay_proxy_sessions", "Sessions the store keeps", value=await store.count()
         )
         registry = CollectorRegistry(auto_describe=False)
         if self.files is not None:
             MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-            registry.register(_Collected([gauge]))
+            registry.register(_Collected([active, kept]))
         else:
-            registry.register(_Collected([*self._families(), gauge]))
+            registry.register(_Collected([*self._families(), active, kept]))
         return generate_latest(registry)
 
     def _families(self) -> Iterator[Metric]:
@@ -139,6 +150,7 @@ class Metrics:
         for kind, count in self.faults.items():
             faults.add_metric([kind], count)
         yield faults
+        yield CounterMetricFamily(*EXPIRED, value=self.expired)
         for index, (name, documentation) in enumerate((UPSTREAM_SECONDS, UPSTREAM_TTFB)):
             histogram = HistogramMetricFamily(name, documentation, labels=["api"])
             for api, timings in self.timings.items():
@@ -154,6 +166,7 @@ class Files:
         self.requests = Counter(*REQUESTS, REQUEST_LABELS, registry=None)
         self.divergences = Counter(*DIVERGENCES, ["kind"], registry=None)
         self.faults = Counter(*FAULTS, ["kind"], registry=None)
+        self.expired = Counter(*EXPIRED, registry=None)
         self.upstream_seconds = Histogram(
             *UPSTREAM_SECONDS, ["api"], buckets=LATENCY, registry=None
         )

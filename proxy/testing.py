@@ -115,10 +115,17 @@ class ReplayProxy:
         return result
 
     def sessions(self) -> list[dict[str, Any]]:
-        r = httpx.get(f"{self.url}/replay/sessions", headers=self._admin())
-        r.raise_for_status()
-        data: list[dict[str, Any]] = r.json()["data"]
-        return data
+        """Every session's status, oldest first (all the pages)."""
+        data: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"limit": 1000}
+        while True:
+            r = httpx.get(f"{self.url}/replay/sessions", params=params, headers=self._admin())
+            r.raise_for_status()
+            page = r.json()
+            data += page["data"]
+            if not page["has_more"]:
+                return data
+            params["cursor"] = page["next_cursor"]
 
 
 try:

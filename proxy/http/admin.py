@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from proxy.errors import BadRequest, Forbidden, LoadError, NotFound, Unauthorized
 from proxy.http.body import read_body
@@ -71,11 +71,28 @@ def _session_id(session: str) -> str:
     return session
 
 
+PAGE_DEFAULT = 100
+PAGE_MOST = 1000
+
+
 @router.get("/sessions")
-async def list_sessions(request: Request) -> dict[str, Any]:
+async def list_sessions(
+    request: Request,
+    limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MOST),
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """A page of sessions, oldest first; `next_cursor` asks for the next one."""
     runtime = _runtime(request)
-    states = sorted(await runtime.store.sessions(), key=lambda s: s.created)
-    return {"object": "list", "data": [await runtime.sessions.status(s) for s in states]}
+    try:
+        states, following = await runtime.store.page(cursor, limit)
+    except ValueError as exc:
+        raise BadRequest(f"cursor: {exc}; pass the next_cursor of a page", param="cursor") from None
+    return {
+        "object": "list",
+        "data": [await runtime.sessions.status(s) for s in states],
+        "has_more": following is not None,
+        "next_cursor": following,
+    }
 
 
 @router.get("/sessions/{session}")

@@ -1,7 +1,8 @@
 """GET /replay/ui: a status page, server-rendered, refreshing itself every few seconds.
 
 Every session with its progress through the script, and a timeline of its recent requests
-(scripted, forwarded, recorded, stopped, divergent, failed). No build step, no script: HTML and CSS.
+(scripted, forwarded, recorded, stopped, divergent, failed), newest first, a page at a time. No
+build step, no script: HTML and CSS.
 With an admin token, open /replay/ui?token=TOKEN once: it sets a cookie and drops the token from
 the address.
 """
@@ -11,10 +12,12 @@ from __future__ import annotations
 import time
 from html import escape
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from proxy.errors import BadRequest
 from proxy.http.admin import ADMIN_COOKIE, require_token, token_matches
 from proxy.runtime import Runtime
 from proxy.sessions.status import iso, phase
@@ -22,7 +25,7 @@ from proxy.store.state import Event, SessionState
 
 router = APIRouter(prefix="/replay")
 
-SHOWN_SESSIONS = 200
+SHOWN_SESSIONS = 100  # a page
 TIMELINE = 40  # events per session
 REFRESH_SECONDS = 2
 COLORS = {
@@ -38,7 +41,9 @@ PHASES = ("replaying", "served", "stopped", "live", "diverged", "unscripted")
 
 
 @router.get("/ui", include_in_schema=False, response_model=None)
-async def ui_login(request: Request, token: str | None = None) -> Response:
+async def ui_login(
+    request: Request, token: str | None = None, cursor: str | None = None
+) -> Response:
     if token is not None:
         runtime: Runtime = request.app.state.runtime
         if token_matches(runtime, token):
@@ -48,12 +53,16 @@ async def ui_login(request: Request, token: str | None = None) -> Response:
             )
             return response
     await require_token(request)
-    return await _page(request)
+    return await _page(request, cursor)
 
 
-async def _page(request: Request) -> HTMLResponse:
+async def _page(request: Request, cursor: str | None) -> HTMLResponse:
     runtime: Runtime = request.app.state.runtime
-    states = sorted(await runtime.store.sessions(), key=lambda s: s.last_seen, reverse=True)
+    try:
+        states, following = await runtime.store.page(cursor, SHOWN_SESSIONS, newest_first=True)
+    except ValueError as exc:
+        raise BadRequest(f"cursor: {exc}", param="cursor") from None
+    total = await runtime.store.count()
     events = await runtime.store.events(limit=5000)
     by_session: dict[str, list[Event]] = {}
     for event in events:
@@ -61,19 +70,22 @@ async def _page(request: Request) -> HTMLResponse:
     counts = {p: 0 for p in PHASES}
     for state in states:
         counts[phase(state)] = counts.get(phase(state), 0) + 1
-    rows = "".join(_row(s, by_session.get(s.id, [])[-TIMELINE:]) for s in states[:SHOWN_SESSIONS])
+    rows = "".join(_row(s, by_session.get(s.id, [])[-TIMELINE:]) for s in states)
     summary = " · ".join(f"{n} {p}" for p, n in counts.items() if n)
+    if cursor is not None or following is not None:
+        summary = f"this page: {summary or 'none'}"
     legend = "".join(
         f'<span class="chip" style="background:{c}"></span>{escape(k)} ' for k, c in COLORS.items()
     )
-    more = (
-        f"<p>Showing the {SHOWN_SESSIONS} most recent of {len(states)} sessions.</p>"
-        if len(states) > SHOWN_SESSIONS
-        else ""
-    )
+    links = []
+    if cursor is not None:
+        links.append('<a href="/replay/ui">newest</a>')
+    if following is not None:
+        links.append(f'<a href="/replay/ui?cursor={quote(following)}">older sessions</a>')
+    more = f'<p class="pages">{" · ".join(links)}</p>' if links else ""
     html = PAGE.format(
         refresh=REFRESH_SECONDS,
-        total=len(states),
+        total=total,
         summary=escape(summary) or "no sessions yet",
         legend=legend,
         rows=rows

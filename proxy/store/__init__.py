@@ -4,6 +4,11 @@ Every operation is atomic per session: `update` applies a change to the current 
 step, so concurrent requests of one session never lose each other's counts. An update may also
 append an event to a log of recent events (for the status page's timelines), bounded in size
 across all sessions rather than per session.
+
+Sessions are listed a page at a time, in the order they were created, and forgotten once idle
+for the store's `ttl` (--session-ttl): `expire` removes them with their script and claims (Redis
+also lets the keys expire on their own), so a proxy that runs for weeks holds only the sessions
+of the last day.
 """
 
 from __future__ import annotations
@@ -29,7 +34,21 @@ class Store(Protocol):
         """The most recent events of all sessions, newest last."""
         ...
 
-    async def sessions(self) -> list[SessionState]: ...
+    async def page(
+        self, after: str | None, limit: int, *, newest_first: bool = False
+    ) -> tuple[list[SessionState], str | None]:
+        """Up to `limit` sessions in the order they were created (or the reverse), from the
+        cursor `after` (None: the first); and the cursor of the next page, None when there is
+        none. A cursor this store did not make raises ValueError."""
+        ...
+
+    async def count(self, since: float | None = None) -> int:
+        """Sessions kept, or those with a request at or after `since`."""
+        ...
+
+    async def expire(self, before: float) -> int:
+        """Forget the sessions whose last request came before `before`; how many went."""
+        ...
 
     async def delete(self, session: str) -> bool: ...
 
@@ -54,8 +73,9 @@ class Store(Protocol):
     async def close(self) -> None: ...
 
 
-def open_store(url: str) -> Store:
-    """memory:// | sqlite:///relative/state.db | sqlite:////absolute/state.db | redis://host:port/db"""
+def open_store(url: str, *, ttl: float = 0) -> Store:
+    """memory:// | sqlite:///relative/state.db | sqlite:////absolute/state.db | redis://host:port/db
+    `ttl`: seconds a session is kept after its last request (0: as long as the store lives)."""
     if url in ("memory://", "memory"):
         from proxy.store.memory import MemoryStore
 
@@ -75,7 +95,7 @@ def open_store(url: str) -> Store:
     if url.startswith(("redis://", "rediss://", "unix://")):
         from proxy.store.redis import RedisStore
 
-        return RedisStore(url)
+        return RedisStore(url, ttl=ttl)
     raise ValueError(
         f"--store {url!r}: expected memory://, sqlite:///path/to/state.db or redis://host:port/db"
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 
 from proxy.store.state import EVENTS_KEPT, Change, Event, EventOf, SessionState, event_for
 
@@ -11,9 +11,16 @@ class MemoryStore:
     def __init__(self) -> None:
         self._sessions: dict[str, SessionState] = {}
         self._owners: dict[str, str] = {}  # trajectory name -> session
+        self._claims: dict[str, set[str]] = {}  # session -> the names it owns
         self._scripts: dict[str, bytes] = {}
         self._counters: dict[str, int] = {}
         self._events: deque[Event] = deque(maxlen=EVENTS_KEPT)
+        # listing: each session's number in creation order, and the sessions by number
+        self._number: dict[str, int] = {}
+        self._numbered: dict[int, str] = {}
+        self._next = 0
+        self._first = 0  # no session has a lower number
+        self._idle: OrderedDict[str, None] = OrderedDict()  # least recently seen first
 
     # No await between read and write: each operation is atomic on the event loop.
 
@@ -30,7 +37,13 @@ class MemoryStore:
             state = state.copy()  # a change that fails half-way loses nothing
         change(state)
         state.last_seen = now
+        if session not in self._number:
+            self._number[session] = self._next
+            self._numbered[self._next] = session
+            self._next += 1
         self._sessions[session] = state
+        self._idle[session] = None
+        self._idle.move_to_end(session)
         logged = event_for(event, state)
         if logged is not None:
             self._events.append(logged)
@@ -41,17 +54,74 @@ class MemoryStore:
             return []
         return list(self._events)[-limit:]
 
-    async def sessions(self) -> list[SessionState]:
-        return list(self._sessions.values())
+    async def page(
+        self, after: str | None, limit: int, *, newest_first: bool = False
+    ) -> tuple[list[SessionState], str | None]:
+        try:
+            start = int(after) if after is not None else None
+        except ValueError:
+            raise ValueError(f"{str(after)[:80]!r} is not a cursor this store made") from None
+        while self._first < self._next and self._first not in self._numbered:
+            self._first += 1  # numbers of forgotten sessions, skipped once
+        if newest_first:
+            numbers = range(self._next - 1 if start is None else start - 1, self._first - 1, -1)
+        else:
+            numbers = range(
+                self._first if start is None else max(start + 1, self._first), self._next
+            )
+        found: list[SessionState] = []
+        last = None
+        for number in numbers:  # gaps are forgotten sessions: few, and only where they were
+            session = self._numbered.get(number)
+            if session is None:
+                continue
+            if len(found) == limit:
+                return found, str(last)  # there is one more
+            found.append(self._sessions[session])
+            last = number
+        return found, None
+
+    async def count(self, since: float | None = None) -> int:
+        if since is None:
+            return len(self._sessions)
+        count = 0
+        for session in reversed(self._idle):  # most recently seen first: stops at the first older
+            if self._sessions[session].last_seen < since:
+                break
+            count += 1
+        return count
+
+    async def expire(self, before: float) -> int:
+        gone = 0
+        while self._idle:
+            session = next(iter(self._idle))
+            if self._sessions[session].last_seen >= before:
+                break
+            self._forget(session)
+            gone += 1
+        return gone
 
     async def delete(self, session: str) -> bool:
+        return self._forget(session)
+
+    def _forget(self, session: str) -> bool:
+        """The session, its script and its claims gone; whether there was a session."""
+        known = self._sessions.pop(session, None) is not None
+        self._idle.pop(session, None)
         self._scripts.pop(session, None)
-        for name in [n for n, owner in self._owners.items() if owner == session]:
-            del self._owners[name]
-        return self._sessions.pop(session, None) is not None
+        for name in self._claims.pop(session, ()):
+            if self._owners.get(name) == session:
+                del self._owners[name]
+        number = self._number.pop(session, None)
+        if number is not None:
+            del self._numbered[number]
+        return known
 
     async def claim(self, name: str, session: str) -> str:
-        return self._owners.setdefault(name, session)
+        owner = self._owners.setdefault(name, session)
+        if owner == session:
+            self._claims.setdefault(session, set()).add(name)
+        return owner
 
     async def owner(self, name: str) -> str | None:
         return self._owners.get(name)

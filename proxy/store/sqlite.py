@@ -2,13 +2,15 @@
 
 WAL mode and `BEGIN IMMEDIATE` make each update one transaction that no other worker can
 interleave with; a killed process loses nothing that was committed. Every call runs on the store's
-own thread, so the event loop never waits on the disk.
+own thread, so the event loop never waits on the disk. Sessions are indexed by creation (for
+listing a page at a time) and by their last request (for expiry).
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,7 +18,16 @@ from typing import TypeVar
 
 import orjson
 
-from proxy.store.state import EVENTS_KEPT, Change, Event, EventOf, SessionState, event_for
+from proxy.store.state import (
+    EVENTS_KEPT,
+    Change,
+    Event,
+    EventOf,
+    SessionState,
+    cursor_of,
+    event_for,
+    read_cursor,
+)
 
 T = TypeVar("T")
 
@@ -28,6 +39,12 @@ CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NU
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT NOT NULL, data BLOB NOT NULL);
 DROP INDEX IF EXISTS events_by_session; -- nothing reads events by session; the index only slowed writes
 """
+# a store made before sessions expired has no last_seen column: its sessions count as seen now
+INDEXES = """
+CREATE INDEX IF NOT EXISTS sessions_by_creation ON sessions (created, id);
+CREATE INDEX IF NOT EXISTS sessions_by_last_seen ON sessions (last_seen);
+"""
+EXPIRED_AT_ONCE = 1000  # sessions removed per transaction, so that workers wait little
 
 
 class SqliteStore:
@@ -45,6 +62,13 @@ class SqliteStore:
         )  # a crashed process loses nothing; WAL keeps it whole
         db.execute("PRAGMA busy_timeout=30000")
         db.executescript(SCHEMA)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(sessions)")}
+        if "last_seen" not in columns:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("ALTER TABLE sessions ADD COLUMN last_seen REAL NOT NULL DEFAULT 0")
+            db.execute("UPDATE sessions SET last_seen = ?", (time.time(),))
+            db.execute("COMMIT")
+        db.executescript(INDEXES)
         return db
 
     async def _run(self, fn: Callable[[], T]) -> T:
@@ -80,9 +104,9 @@ class SqliteStore:
             change(state)
             state.last_seen = now
             db.execute(
-                "INSERT INTO sessions (id, state, created) VALUES (?, ?, ?) "
-                "ON CONFLICT(id) DO UPDATE SET state = excluded.state",
-                (session, orjson.dumps(state.to_dict()), state.created),
+                "INSERT INTO sessions (id, state, created, last_seen) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET state = excluded.state, last_seen = excluded.last_seen",
+                (session, orjson.dumps(state.to_dict()), state.created, now),
             )
             logged = event_for(event, state)
             if logged is not None:
@@ -109,20 +133,58 @@ class SqliteStore:
 
         return await self._run(read)
 
-    async def sessions(self) -> list[SessionState]:
+    async def page(
+        self, after: str | None, limit: int, *, newest_first: bool = False
+    ) -> tuple[list[SessionState], str | None]:
+        start = read_cursor(after) if after is not None else None
+        order, beyond = ("DESC", "<") if newest_first else ("ASC", ">")
+        query = "SELECT state FROM sessions "
+        if start is not None:
+            query += f"WHERE (created, id) {beyond} (?, ?) "
+        query += f"ORDER BY created {order}, id {order} LIMIT ?"
+        args = (*start, limit + 1) if start is not None else (limit + 1,)
+
         def read() -> list[SessionState]:
-            rows = self._db.execute("SELECT state FROM sessions ORDER BY created").fetchall()
+            rows = self._db.execute(query, args).fetchall()
             return [SessionState.from_dict(orjson.loads(r[0])) for r in rows]
+
+        found = await self._run(read)
+        more = len(found) > limit
+        found = found[:limit]
+        return found, (cursor_of(found[-1]) if more else None)
+
+    async def count(self, since: float | None = None) -> int:
+        def read() -> int:
+            if since is None:
+                row = self._db.execute("SELECT count(*) FROM sessions").fetchone()
+            else:
+                query = "SELECT count(*) FROM sessions WHERE last_seen >= ?"
+                row = self._db.execute(query, (since,)).fetchone()
+            return int(row[0])
 
         return await self._run(read)
 
-    async def delete(self, session: str) -> bool:
-        def remove(db: sqlite3.Connection) -> bool:
-            db.execute("DELETE FROM scripts WHERE session = ?", (session,))
-            db.execute("DELETE FROM owners WHERE session = ?", (session,))
-            return db.execute("DELETE FROM sessions WHERE id = ?", (session,)).rowcount > 0
+    async def expire(self, before: float) -> int:
+        def remove(db: sqlite3.Connection) -> int:
+            ids = [
+                row[0]
+                for row in db.execute(
+                    "SELECT id FROM sessions WHERE last_seen < ? LIMIT ?", (before, EXPIRED_AT_ONCE)
+                )
+            ]
+            for session in ids:
+                _forget(db, session)
+            return len(ids)
 
-        return await self._run(lambda: self._transaction(remove))
+        gone = 0
+        while True:
+            removed = await self._run(lambda: self._transaction(remove))
+            gone += removed
+            if removed < EXPIRED_AT_ONCE:
+                return gone
+
+    async def delete(self, session: str) -> bool:
+        return await self._run(lambda: self._transaction(lambda db: _forget(db, session)))
 
     async def claim(self, name: str, session: str) -> str:
         def take(db: sqlite3.Connection) -> str:
@@ -179,3 +241,10 @@ class SqliteStore:
     async def close(self) -> None:
         await self._run(self._db.close)
         self._thread.shutdown(wait=True)
+
+
+def _forget(db: sqlite3.Connection, session: str) -> bool:
+    """The session, its script and its claims gone; whether there was a session."""
+    db.execute("DELETE FROM scripts WHERE session = ?", (session,))
+    db.execute("DELETE FROM owners WHERE session = ?", (session,))
+    return db.execute("DELETE FROM sessions WHERE id = ?", (session,)).rowcount > 0

@@ -124,3 +124,18 @@ EventOf = Callable[[SessionState], Event | None]
 
 def event_for(event: Event | EventOf | None, state: SessionState) -> Event | None:
     return event(state) if callable(event) else event
+
+
+def cursor_of(state: SessionState) -> str:
+    """Where a page that ends with `state` stops, for stores that list by (created, id)."""
+    return f"{state.created!r}:{state.id}"
+
+
+def read_cursor(cursor: str) -> tuple[float, str]:
+    created, sep, session = cursor.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return float(created), session
+    except ValueError:
+        raise ValueError(f"{cursor[:80]!r} is not a cursor this store made") from None

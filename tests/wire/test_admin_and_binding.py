@@ -156,7 +156,8 @@ def test_admin_token_is_required_when_set(proxy: ProxyFactory) -> None:
         assert httpx.get(admin(url)).status_code == 401
         assert httpx.get(admin(url), headers={"authorization": "Bearer wrong"}).status_code == 401
         ok = httpx.get(admin(url), headers={"authorization": "Bearer s3cret"})
-        assert ok.status_code == 200 and ok.json() == {"object": "list", "data": []}
+        assert ok.status_code == 200
+        assert ok.json() == {"object": "list", "data": [], "has_more": False, "next_cursor": None}
         unauthorized = httpx.get(admin(url))
     assert "s3cret" not in unauthorized.text
     assert unauthorized.json()["error"]["type"] == "authentication_error"
@@ -172,6 +173,12 @@ def test_health_and_probe(proxy: ProxyFactory, write_trajectory: Callable[..., P
             "upstream": None,
             "upstream_connections": {"open": 0, "idle": 0},
             "tasks": 0,
+            "trajectory_cache": {
+                "entries": 0,
+                "bytes": 0,
+                "limit": 256 * 1024 * 1024,
+                "evicted": 0,
+            },
         }
         assert health["tasks"] >= 1
         assert httpx.head(root + "/").status_code == 200

@@ -55,7 +55,7 @@ async def test_update_creates_then_changes_and_get_reads_it(opener: Opener) -> N
         1,
         {"main": 2},
     )
-    assert [s.id for s in await store.sessions()] == ["s1"]
+    assert [s.id for s in (await store.page(None, 10))[0]] == ["s1"]
 
 
 async def test_concurrent_updates_from_two_handles_lose_nothing(opener: Opener) -> None:
@@ -115,6 +115,87 @@ async def test_claims_scripts_sequences_and_delete(opener: Opener) -> None:
     assert await a.owner("traj") is None  # the trajectory is free again
     assert await a.claim("traj", "newcomer") == "newcomer"
     assert await b.delete(winner) is False
+
+
+async def listed(store: Store, limit: int, *, newest_first: bool = False) -> list[list[str]]:
+    """Every page of the store's list, as session ids, following the cursors."""
+    pages, cursor = [], None
+    while True:
+        found, cursor = await store.page(cursor, limit, newest_first=newest_first)
+        pages.append([s.id for s in found])
+        if cursor is None:
+            return pages
+
+
+async def test_sessions_are_listed_a_page_at_a_time_in_creation_order(opener: Opener) -> None:
+    a, b = opener(), opener()
+    # s3 and s4 are made at the same instant: in an order the store keeps (SQLite and Redis: by id)
+    for name, at in (("s1", 1.0), ("s2", 2.0), ("s4", 3.0), ("s3", 3.0), ("s5", 4.0)):
+        await a.update(name, bump, now=at)
+    await a.update("s1", bump, now=9.0)  # seen later: still listed where it was made
+    [order] = await listed(b, 5)
+    assert order[:2] == ["s1", "s2"] and set(order[2:4]) == {"s3", "s4"} and order[4] == "s5"
+    assert await listed(b, 2) == [order[:2], order[2:4], order[4:]]
+    # a cursor between two of the same instant
+    assert [p for [p] in await listed(b, 1)] == order
+    assert [p for [p] in await listed(b, 1, newest_first=True)] == order[::-1]
+    assert await listed(b, 2, newest_first=True) == [order[:2:-1], order[2:0:-1], order[:1]]
+    _, cursor = await b.page(None, 3)
+    assert cursor is not None
+    await a.delete(order[3])  # gone between two pages: the next page goes on after the cursor
+    rest, _ = await b.page(cursor, 10)
+    assert [s.id for s in rest] == ["s5"]
+    assert await listed(opener(), 10) == [[*order[:3], "s5"]]
+    with pytest.raises(ValueError, match="not a cursor"):
+        await b.page("no cursor of ours", 2)
+
+
+async def test_idle_sessions_expire_with_their_scripts_and_claims(opener: Opener) -> None:
+    a, b = opener(), opener()
+    await a.update("old", bump, now=100.0)
+    assert await a.claim("traj", "old") == "old"
+    await a.put_script("old", b"[]")
+    await a.update("busy", bump, now=100.0)
+    await a.update("busy", bump, now=200.0)  # a request later: idle for less
+    await a.update("new", bump, now=250.0)
+    assert await b.count() == 3 and await b.count(since=200.0) == 2
+    assert await b.expire(before=150.0) == 1
+    assert await a.get("old") is None and await a.get_script("old") is None
+    assert await b.owner("traj") is None  # free for the next session to claim
+    assert await listed(b, 10) == [["busy", "new"]]
+    assert await b.expire(before=150.0) == 0  # counted once
+    assert await b.count() == 2
+    again = await a.update("old", bump, now=300.0)  # it comes back: a new session
+    assert (again.created, again.scripted_responses) == (300.0, 1)
+    assert await b.expire(before=1000.0) == 3
+    assert await b.count() == 0 and await listed(b, 10) == [[]]
+
+
+async def test_redis_keys_of_a_session_expire_on_their_own(redis_url: str) -> None:
+    import redis.asyncio as aioredis
+
+    store = open_store(redis_url, ttl=60)
+    await store.update("s1", bump, now=time.time())
+    await store.claim("traj", "s1")
+    await store.put_script("s1", b"[]")
+    await store.update("s1", bump, now=time.time())
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        keys = [k async for k in client.scan_iter("replay-proxy:*")]
+        expiring = {k.decode(): await client.pttl(k) for k in keys}
+    finally:
+        await client.aclose()
+        await store.close()
+    per_session = {k for k in expiring if "index:" not in k}
+    assert per_session == {
+        "replay-proxy:session:s1",
+        "replay-proxy:script:s1",
+        "replay-proxy:claims:s1",
+        "replay-proxy:owner:traj",
+    }
+    for key in per_session:
+        assert 0 < expiring[key] <= 60_000, key  # a ttl, set again by the last request
+    assert all(expiring[k] == -1 for k in expiring if "index:" in k)  # the indexes stay
 
 
 async def test_state_survives_reopening(tmp_path: Path, redis_url: str) -> None:
