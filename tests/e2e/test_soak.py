@@ -22,7 +22,15 @@ from starlette.responses import Response
 
 from bench.procs import rss_bytes
 from tests.helpers.load import proxy_process
-from tests.helpers.servers import FakeUpstream, Seen, drop_after_first_event, running, status, text
+from tests.helpers.servers import (
+    FakeUpstream,
+    Seen,
+    all_sessions,
+    drop_after_first_event,
+    running,
+    status,
+    text,
+)
 
 pytestmark = pytest.mark.soak
 
@@ -172,7 +180,7 @@ def test_soak(tmp_path: Path) -> None:
         rss_late = rss_bytes(process.pid)
         after = httpx.get(root + "/healthz").json()
         files_at_end = open_files(process.pid)
-        sessions = {s["session"]: s for s in httpx.get(root + "/replay/sessions").json()["data"]}
+        sessions = {s["session"]: s for s in all_sessions(root)}
 
     totals = Counter(
         scripted=sum(t.scripted for t in tallies), forwarded=sum(t.forwarded for t in tallies)

@@ -21,14 +21,14 @@ from tests.helpers.load import (
     session_name,
     write_trajectories,
 )
+from tests.helpers.servers import all_sessions
 
 SESSIONS = 200
 TURNS = 20
 
 
 def statuses(url: str) -> dict[str, dict[str, Any]]:
-    data = httpx.get(url.removesuffix("/v1") + "/replay/sessions", timeout=60).json()["data"]
-    return {s["session"]: s for s in data}
+    return {s["session"]: s for s in all_sessions(url)}
 
 
 def check_everything(

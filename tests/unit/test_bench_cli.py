@@ -63,3 +63,35 @@ def test_the_slow_table_shows_each_partys_cpu_against_the_ceiling() -> None:
     assert row[5:9] == ["21.5", "(11.2)", "10.2", "(8.1)"]
     assert row[9:] == ["6.1", "(4.7)", "8.2", "(5.5)"]
     assert slow.cpu_vs_nginx(run) == 21.5 / 10.2  # the forwarded-CPU target's figure
+
+
+def test_the_churn_suite_takes_its_session_counts() -> None:
+    args = arguments(["churn", "--sessions", "1000", "--baseline", "0"])
+    assert (args.suites, args.sessions, args.baseline) == (["churn"], 1000, 0)
+    defaults = arguments(["churn"])
+    assert (defaults.sessions, defaults.baseline) == (200_000, 50_000)
+
+
+def test_the_churn_targets_follow_each_stores_run() -> None:
+    from bench import churn
+    from bench.__main__ import churn_targets
+
+    run = {
+        "ttl": 5.0,
+        "rate": 1000.0,
+        "sessions": 200_000,
+        "rss_ratio": 1.01,
+        "list_ratio": 1.7,
+        "kept_at_end": 6000,
+        "expired_after_drain": 200_000,
+        "kept_after_drain": 0,
+    }
+    run["met"] = churn.met(run)
+    assert run["met"] == {"rss": True, "list": False, "kept": True, "expired": True}
+    rows = churn_targets({"churn": {"sqlite": run}})
+    assert [(got, met) for _, got, _, met in rows] == [
+        ("1.01x", True),
+        ("1.70x", False),
+        ("1.20", True),
+        ("200000/200000", True),
+    ]
