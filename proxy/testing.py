@@ -71,6 +71,23 @@ def listening() -> socket.socket:
     return sock
 
 
+def all_sessions(url: str, headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Every session's status from the proxy at `url` (its root or its /v1 URL), oldest first,
+    following the list's pages."""
+    found: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"limit": 1000}
+    while True:
+        answer = httpx.get(
+            url.removesuffix("/v1") + "/replay/sessions", params=params, headers=headers, timeout=60
+        )
+        answer.raise_for_status()
+        page = answer.json()
+        found += page["data"]
+        if not page["has_more"]:
+            return found
+        params["cursor"] = page["next_cursor"]
+
+
 class ReplayProxy:
     def __init__(
         self, *, trajectories: list[str | Path] | tuple[str | Path, ...] = (), **settings: Any
@@ -116,16 +133,7 @@ class ReplayProxy:
 
     def sessions(self) -> list[dict[str, Any]]:
         """Every session's status, oldest first (all the pages)."""
-        data: list[dict[str, Any]] = []
-        params: dict[str, Any] = {"limit": 1000}
-        while True:
-            r = httpx.get(f"{self.url}/replay/sessions", params=params, headers=self._admin())
-            r.raise_for_status()
-            page = r.json()
-            data += page["data"]
-            if not page["has_more"]:
-                return data
-            params["cursor"] = page["next_cursor"]
+        return all_sessions(self.url, self._admin())
 
 
 try:

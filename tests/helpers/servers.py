@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from proxy.testing import all_sessions as all_sessions  # the proxy's own, for tests too
 from proxy.testing import serving
 
 
@@ -482,21 +483,3 @@ def session_status(url: str, session: str) -> dict[str, Any]:
     answer.raise_for_status()
     result: dict[str, Any] = answer.json()
     return result
-
-
-def all_sessions(url: str, **headers: str) -> list[dict[str, Any]]:
-    """Every session's status from the proxy at `url`, following the list's pages."""
-    import httpx
-
-    found: list[dict[str, Any]] = []
-    params: dict[str, Any] = {"limit": 1000}
-    while True:
-        answer = httpx.get(
-            url.removesuffix("/v1") + "/replay/sessions", params=params, headers=headers, timeout=60
-        )
-        answer.raise_for_status()
-        page = answer.json()
-        found += page["data"]
-        if not page["has_more"]:
-            return found
-        params["cursor"] = page["next_cursor"]

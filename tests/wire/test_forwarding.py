@@ -15,15 +15,17 @@ from tests.helpers.servers import FakeUpstream, Gate, status
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 
 
+# with the upstream key set, only an end that may begin the key waits: an event's end never does
+@pytest.mark.parametrize("key", [None, "sk-upstream-0123456789"])
 def test_the_first_event_arrives_before_the_upstream_sends_the_rest(
-    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str]
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], key: str | None
 ) -> None:
     fake, upstream_url = upstream
     gate = Gate()
     fake.then(gate.answer)
     try:
         with (
-            proxy(upstream=upstream_url) as url,
+            proxy(upstream=upstream_url, upstream_api_key=key) as url,
             httpx.stream("POST", url + "/chat/completions", json=BODY) as r,
         ):
             lines = r.iter_lines()
