@@ -2,8 +2,8 @@
 
 Runs the suites (default: all), prints each figure as a ratio to its reference with the target
 next to it, and writes everything as JSON (bench/results/<time>.json) for later comparison.
-Needs wrk, nginx and redis-server (Debian packages) on the machine; the stores suite starts its own
-redis-server unless given --redis. The machine is noisy: figures are medians of
+Needs wrk, nginx and redis-server (Debian packages) on the machine; the stores and churn suites
+start their own redis-server unless given --redis. The machine is noisy: figures are medians of
 `--repeat` runs, and CPU milliseconds per request of the proxy's own process are given beside
 requests/s, as they vary less.
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from bench import clients, footprint, procs, slow, stores, throughput
+from bench import churn, clients, footprint, procs, slow, stores, throughput
 
-SUITES = ("throughput", "footprint", "slow", "stores", "clients")
+SUITES = ("throughput", "footprint", "slow", "stores", "clients", "churn")
 
 
 def _rps(results: dict[str, Any], key: str) -> float:
@@ -30,7 +30,10 @@ def _rps(results: dict[str, Any], key: str) -> float:
 
 
 def targets(
-    t: dict[str, Any], f: dict[str, Any] | None, s: dict[str, Any] | None
+    t: dict[str, Any],
+    f: dict[str, Any] | None,
+    s: dict[str, Any] | None,
+    churned: dict[str, Any] | None = None,
 ) -> list[tuple[str, str, str, bool]]:
     """(what, measured, target, met) for every target (the HTTP-stack issue's where it set one)."""
     rows: list[tuple[str, str, str, bool]] = []
@@ -136,7 +139,55 @@ def targets(
                     more > held,
                 )
             )
+    if churned:
+        rows += churn_targets(churned)
     return rows
+
+
+def churn_targets(c: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """The churn suite's: per store, memory and list latency flat, sessions kept within the ttl."""
+    rows: list[tuple[str, str, str, bool]] = []
+    for name, r in c["churn"].items():
+        met = r["met"]
+        under = f"{name}, {r['sessions']:,} sessions at ttl {r['ttl']:g} s"
+        rows.append(
+            (
+                f"{under}: RSS, last quarter vs first",
+                f"{_or_none(r['rss_ratio'])}x",
+                f"<= {churn.RSS_MOST}x",
+                met["rss"],
+            )
+        )
+        rows.append(
+            (
+                f"{under}: list p50, last quarter vs first",
+                f"{_or_none(r['list_ratio'])}x",
+                f"<= {churn.LIST_MOST}x",
+                met["list"],
+            )
+        )
+        kept = r["kept_at_end"] / (r["ttl"] * r["rate"]) if r["rate"] else float("inf")
+        rows.append(
+            (
+                f"{under}: kept at the end, in ttls of sessions",
+                f"{kept:.2f}",
+                f"<= {churn.KEPT_MOST_TTLS}",
+                met["kept"],
+            )
+        )
+        rows.append(
+            (
+                f"{under}: expired once idle a ttl, of those created",
+                f"{r['expired_after_drain']}/{r['sessions']}",
+                "all",
+                met["expired"],
+            )
+        )
+    return rows
+
+
+def _or_none(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _median_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -170,6 +221,20 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--redis", metavar="URL", help="a Redis server for the stores suite (default: start one)"
+    )
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=200_000,
+        help="churn suite: fresh sessions driven through each store (default 200000; memory:// "
+        "gets 2.5 times as many)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=int,
+        default=50_000,
+        help="churn suite: then this many on each store with --session-ttl 0, for comparison "
+        "(default 50000; 0: none; not on a --redis server, where they would stay)",
     )
     parser.add_argument(
         "--out", type=Path, default=Path("bench/results") / f"{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -233,7 +298,23 @@ def main() -> None:
     if "clients" in args.suites:
         results["clients"] = clients.suite(args.seconds)
         print(clients.table(results["clients"]))
-    rows = targets(results.get("throughput", {}), results.get("footprint"), results.get("slow"))
+    if "churn" in args.suites:
+        options = {"sessions": args.sessions, "baseline": args.baseline}
+        if args.redis:
+            results["churn"] = churn.suite(args.redis, **options)
+        elif shutil.which("redis-server"):
+            with procs.redis_server() as url:
+                results["churn"] = churn.suite(url, baseline_redis=True, **options)
+        else:
+            print("churn: no --redis and no redis-server installed: the redis store is left out")
+            results["churn"] = churn.suite(None, **options)
+        print(churn.table(results["churn"]))
+    rows = targets(
+        results.get("throughput", {}),
+        results.get("footprint"),
+        results.get("slow"),
+        results.get("churn"),
+    )
     if rows:
         width = max(len(r[0]) for r in rows)
         print("\ntargets")
