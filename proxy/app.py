@@ -29,7 +29,7 @@ from proxy.replay.engine import Mode, Rules
 from proxy.replay.normalize import compile_masks
 from proxy.replay.strict import StrictReplay
 from proxy.runtime import Runtime
-from proxy.sessions.expiry import sweep
+from proxy.sessions.expiry import keys_live, sweep
 from proxy.sessions.library import Library
 from proxy.sessions.registry import Sessions
 from proxy.store import Store, open_store
@@ -50,7 +50,8 @@ def create_app(
             settings.trajectory_dir,
             cache_bytes=settings.trajectory_cache_bytes,
         )
-    store = store if store is not None else open_store(settings.store, ttl=settings.session_ttl)
+    if store is None:
+        store = open_store(settings.store, ttl=keys_live(settings.session_ttl))
     if upstream is None:
         key = settings.upstream_api_key
         upstream = Upstream(
@@ -94,7 +95,11 @@ def create_app(
         dumper=Dumper(settings.dump_dir, store.next_sequence, secrets)
         if settings.dump_dir
         else None,
-        guard=Guard(settings.allowed_host, admin_token=settings.admin_token is not None),
+        guard=Guard(
+            settings.allowed_host,
+            admin_token=settings.admin_token is not None,
+            upstream_key=settings.upstream_api_key is not None,
+        ),
     )
 
     @asynccontextmanager

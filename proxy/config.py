@@ -95,6 +95,18 @@ class Settings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
+    @field_validator("allowed_host")
+    @classmethod
+    def _host_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            bare = name.removeprefix("*.") if name != "*" else "host"
+            if not bare or any(c in bare for c in ":/*@[] "):
+                raise ValueError(
+                    f"{name!r} is not a host name: give a name without a port ('proxy', "
+                    "'replay.example.internal'), '*.example.internal' for a domain, or '*'"
+                )
+        return value
+
     @field_validator("mask", mode="before")
     @classmethod
     def _one_per_line(cls, value: Any) -> Any:

@@ -43,7 +43,8 @@ async def require_token(request: Request) -> None:
     host name a page could have pointed at this machine (proxy.http.guard)."""
     runtime = _runtime(request)
     settings = runtime.settings
-    runtime.guard.admin(request.headers)
+    page = request.method == "GET" and request.url.path == "/replay/ui"
+    runtime.guard.admin(request.headers, page=page)
     if settings.admin_token is None:
         if settings.host in LOOPBACK or settings.insecure_admin:
             return

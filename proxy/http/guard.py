@@ -9,7 +9,8 @@ A web page the user has open can reach a proxy on loopback. Two ways matter:
 - a page that rebinds its own DNS name to 127.0.0.1 is same-origin with the proxy, so the
   browser lets it read every answer. Its requests carry its own name in `Host`: without an admin
   token the admin API answers only a `Host` that is an IP address, `localhost` or listed in
-  --allowed-host (a rebinding page never has an IP address as its name).
+  --allowed-host (a rebinding page never has an IP address as its name); with the operator's
+  --upstream-api-key, so do the completion and forwarded endpoints.
 Harnesses send JSON and neither `Origin` nor `Sec-Fetch-Site`, so none of this touches them.
 """
 
@@ -31,43 +32,57 @@ def host_of(authority: str) -> str:
     return text  # a bare IPv6 address, or a name
 
 
-def _is_ip(host: str) -> bool:
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        ipaddress.ip_address(host)
+        return ipaddress.ip_address(host)
     except ValueError:
-        return False
-    return True
+        return None
 
 
 class Guard:
-    def __init__(self, allowed_hosts: Iterable[str] = (), *, admin_token: bool = False) -> None:
+    def __init__(
+        self,
+        allowed_hosts: Iterable[str] = (),
+        *,
+        admin_token: bool = False,
+        upstream_key: bool = False,
+    ) -> None:
         names = {h.strip().lower() for h in allowed_hosts if h.strip()}
         self.any_host = "*" in names
         self.suffixes = tuple(n[1:] for n in names if n.startswith("*."))  # "*.corp" -> ".corp"
         self.names = frozenset(n for n in names if not n.startswith("*"))
         self.admin_token = admin_token
+        # with the operator's key, the proxy adds credentials: a rebinding page must not get them
+        self.upstream_key = upstream_key
+        self._hosts: dict[str, bool] = {}  # Host header -> local, for the few a proxy sees
 
-    def local(self, host: str) -> bool:
-        """A name a rebinding page cannot have: an IP address, localhost, or one listed."""
+    def _listed(self, host: str) -> bool:
         if self.any_host or host in self.names or host == "localhost":
             return True
-        if host.endswith(".localhost") or (self.suffixes and host.endswith(self.suffixes)):
-            return True
-        return _is_ip(host)
+        return host.endswith(".localhost") or bool(self.suffixes and host.endswith(self.suffixes))
 
-    def origin_allowed(self, origin: str) -> bool:
-        """An Origin header: a page served from a local name (or one listed). `null` (a sandboxed
-        frame, a file) is not."""
+    def local_host(self, host: str) -> bool:
+        """A Host a rebinding page cannot send: an IP address (a page is same-origin with an
+        address only when it was loaded from it), localhost, or a name listed."""
+        return self._listed(host) or _ip(host) is not None
+
+    def local_origin(self, origin: str) -> bool:
+        """An Origin: a page served from loopback, localhost, or a name listed. A page served
+        from any other address is another site; `null` (a sandboxed frame, a file) too."""
         scheme, sep, rest = origin.partition("://")
         if not sep or scheme not in ("http", "https"):
             return False
-        return self.local(host_of(rest.split("/", 1)[0]))
+        host = host_of(rest.split("/", 1)[0])
+        if self._listed(host):
+            return True
+        address = _ip(host)
+        return address is not None and address.is_loopback
 
     def cross_site(self, headers: Mapping[str, str], where: str) -> None:
         """Refuse a request a browser sent from a page that is not local."""
         origin = headers.get("origin")
         if origin is not None:
-            if not self.origin_allowed(origin):
+            if not self.local_origin(origin):
                 raise CrossSiteRefused(
                     f"{where} refused a request from the web page {origin[:100]!r}: a page on "
                     "another site must not drive the proxy; a page of your own can be allowed "
@@ -82,8 +97,11 @@ class Guard:
             )
 
     def api(self, headers: Mapping[str, str]) -> None:
-        """Completion and forwarded endpoints: no foreign page, and a body only as JSON."""
+        """Completion and forwarded endpoints: no foreign page, with the operator's key no name
+        a page could rebind, and a body only as JSON."""
         self.cross_site(headers, "the proxy")
+        if self.upstream_key:
+            self._host(headers, "the proxy (it sends --upstream-api-key upstream)")
         length = headers.get("content-length")
         if length in (None, "0") and headers.get("transfer-encoding") is None:
             return  # no body: nothing a page could smuggle in
@@ -97,19 +115,33 @@ class Guard:
                 param="content-type",
             )
 
-    def admin(self, headers: Mapping[str, str]) -> None:
-        """/replay/*: no foreign page; and without a token, no name a page could rebind."""
-        self.cross_site(headers, "the admin API")
-        if self.admin_token:
-            return  # a page cannot send the Bearer token; the status page's cookie is SameSite
+    def admin(self, headers: Mapping[str, str], *, page: bool = False) -> None:
+        """/replay/*: no foreign page; and without a token, no name a page could rebind.
+        `page`: a GET of the status page, which a link on another site may open (the page that
+        links cannot read it)."""
+        navigation = page and headers.get("sec-fetch-mode") == "navigate"
+        if not navigation:
+            self.cross_site(headers, "the admin API")
+        if not self.admin_token:  # a page cannot send the Bearer token; the cookie is SameSite
+            self._host(headers, "the admin API (without --admin-token)")
+
+    def _host(self, headers: Mapping[str, str], what: str) -> None:
         host = headers.get("host")
-        if host is not None and not self.local(host_of(host)):
+        if host is None:
+            return  # not a browser: every browser names the host
+        local = self._hosts.get(host)
+        if local is None:
+            local = self.local_host(host_of(host))
+            if len(self._hosts) < 1024:
+                self._hosts[host] = local
+        if not local:
             raise CrossSiteRefused(
-                f"the admin API refused a request addressed to {host[:100]!r}: without "
-                "--admin-token it answers only requests for an IP address or localhost, as a "
-                "web page can point a name of its own at this machine; use "
-                "http://127.0.0.1:PORT, set --admin-token, or allow the name with "
-                f"--allowed-host {host_of(host)[:100]}",
+                f"{what} refused a request addressed to {host[:100]!r}: it answers only "
+                "requests for an IP address, localhost or a name given with --allowed-host, as "
+                "a web page can point a name of its own at this machine; use "
+                "http://127.0.0.1:PORT, or allow the name with "
+                f"--allowed-host {host_of(host)[:100]}"
+                + ("" if self.upstream_key else ", or set --admin-token"),
                 param="host",
             )
 

@@ -10,7 +10,7 @@ folder). The newest entry is always kept, even when it alone is over the bound.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable
 
 from proxy.replay.trajectory import Trajectory
 
@@ -51,5 +51,10 @@ class TrajectoryCache:
             "evicted": self.evicted,
         }
 
-    def values(self) -> Iterator[Trajectory]:
-        return (t for t, _ in self._entries.values())
+    def files(self) -> list[Trajectory]:
+        """The trajectories kept by name (files), not admin scripts."""
+        return [
+            t
+            for key, (t, _) in self._entries.items()
+            if isinstance(key, tuple) and key[0] == "file"
+        ]

@@ -15,10 +15,18 @@ from proxy.store import Store
 log = logging.getLogger("proxy.sessions")
 
 MOST_SECONDS_APART = 60.0
+LEAST_SECONDS_APART = 0.1
 
 
 def interval(ttl: float) -> float:
-    return min(MOST_SECONDS_APART, ttl / 4)
+    return max(LEAST_SECONDS_APART, min(MOST_SECONDS_APART, ttl / 4))
+
+
+def keys_live(ttl: float) -> float:
+    """How long a store that expires keys on its own (Redis) keeps them after a request: one
+    sweep past the ttl, so that the sweep has taken the session out of the indexes first (an
+    index entry whose keys are gone costs every listing a skip)."""
+    return ttl + interval(ttl) if ttl > 0 else 0
 
 
 async def sweep(store: Store, ttl: float, metrics: Metrics) -> None:

@@ -102,8 +102,8 @@ class Library:
 
     def all(self) -> list[Trajectory]:
         """Every trajectory loaded: at start-up, and those kept since."""
-        kept = [t for t in self.cache.values() if t.name not in self._by_name]
-        return [*self._by_name.values(), *kept]
+        kept = self.cache.files()  # not admin scripts: those are their sessions' own
+        return [*self._by_name.values(), *(t for t in kept if t.name not in self._by_name)]
 
     def named(self, name: str) -> Trajectory | None:
         return self._by_name.get(name)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from proxy.errors import BadRequest, NotFound
+from proxy.errors import BadRequest, NotFound, ProxyError, TrajectoryUnusable
 from proxy.names import is_valid_name
 from proxy.replay.conversation import Conversation, Lane
 from proxy.replay.engine import (
@@ -163,13 +163,23 @@ class Sessions:
         return Binding(trajectory, state)
 
     async def resolve(self, state: SessionState) -> Trajectory | None:
+        """The script the session is bound to: the very one (same digest), or an error."""
         assert state.script_digest is not None and state.script_name is not None
         if state.script_source == "admin":
             session = state.id
-            return await self.library.admin_script(
+            found = await self.library.admin_script(
                 state.script_digest, session, lambda: self.store.get_script(session)
             )
-        return await self.library.find(state.script_name)
+        else:
+            found = await self.library.find(state.script_name)
+        if found is not None and found.digest != state.script_digest:
+            # a file read again (it was let go from the cache) after it was rewritten
+            raise TrajectoryUnusable(
+                f"session {state.id}: its script {state.script_name!r} has changed since the "
+                "session bound it, so its turns would not be the ones it has followed; start a "
+                "new session (or DELETE this one) to use the new script"
+            )
+        return found
 
     async def _choose(
         self,
@@ -208,8 +218,13 @@ class Sessions:
 
     async def status(self, state: SessionState) -> dict[str, Any]:
         """The exact status of a session, as the admin API reports it."""
-        trajectory = await self.resolve(state) if state.script_digest is not None else None
-        return report(state, trajectory, self.fault_plan(state))
+        trajectory, problem = None, None
+        if state.script_digest is not None:
+            try:
+                trajectory = await self.resolve(state)
+            except ProxyError as exc:  # one session's script, not the whole list
+                problem = exc.message
+        return report(state, trajectory, self.fault_plan(state), script_error=problem)
 
     async def record(
         self, session: str, lane: Lane, decision: Decision | None, *, messages: int = 0

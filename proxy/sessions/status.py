@@ -38,8 +38,13 @@ def _with_time(record: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def report(
-    state: SessionState, trajectory: Trajectory | None, plan: Sequence[Fault] = ()
+    state: SessionState,
+    trajectory: Trajectory | None,
+    plan: Sequence[Fault] = (),
+    *,
+    script_error: str | None = None,
 ) -> dict[str, Any]:
+    """`script_error`: why the session's script could not be read (the rest is still known)."""
     script: dict[str, Any] | None = None
     calls: list[dict[str, Any]] = []
     if state.script_digest is not None:
@@ -64,6 +69,7 @@ def report(
             "dropped": [{"index": n.index, "reason": n.reason} for n in trajectory.dropped]
             if trajectory
             else [],
+            "error": script_error,
         }
     complete = (
         trajectory is not None

@@ -75,7 +75,8 @@ class Store(Protocol):
 
 def open_store(url: str, *, ttl: float = 0) -> Store:
     """memory:// | sqlite:///relative/state.db | sqlite:////absolute/state.db | redis://host:port/db
-    `ttl`: seconds a session is kept after its last request (0: as long as the store lives)."""
+    `ttl`: seconds the keys of a session live after its last request, for a store that lets them
+    go on its own (Redis; 0: as long as the store lives)."""
     if url in ("memory://", "memory"):
         from proxy.store.memory import MemoryStore
 

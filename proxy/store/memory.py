@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
+from collections.abc import Iterable
 
 from proxy.store.state import EVENTS_KEPT, Change, Event, EventOf, SessionState, event_for
 
@@ -15,11 +17,14 @@ class MemoryStore:
         self._scripts: dict[str, bytes] = {}
         self._counters: dict[str, int] = {}
         self._events: deque[Event] = deque(maxlen=EVENTS_KEPT)
-        # listing: each session's number in creation order, and the sessions by number
+        # listing: each session's number in creation order, the sessions by number, and the
+        # numbers in order (forgotten ones are taken out once they are as many as the rest, so a
+        # page never walks past more forgotten sessions than there are sessions)
         self._number: dict[str, int] = {}
         self._numbered: dict[int, str] = {}
+        self._order: list[int] = []
+        self._forgotten = 0
         self._next = 0
-        self._first = 0  # no session has a lower number
         self._idle: OrderedDict[str, None] = OrderedDict()  # least recently seen first
 
     # No await between read and write: each operation is atomic on the event loop.
@@ -40,6 +45,7 @@ class MemoryStore:
         if session not in self._number:
             self._number[session] = self._next
             self._numbered[self._next] = session
+            self._order.append(self._next)
             self._next += 1
         self._sessions[session] = state
         self._idle[session] = None
@@ -61,17 +67,16 @@ class MemoryStore:
             start = int(after) if after is not None else None
         except ValueError:
             raise ValueError(f"{str(after)[:80]!r} is not a cursor this store made") from None
-        while self._first < self._next and self._first not in self._numbered:
-            self._first += 1  # numbers of forgotten sessions, skipped once
+        order = self._order
         if newest_first:
-            numbers = range(self._next - 1 if start is None else start - 1, self._first - 1, -1)
+            at = len(order) if start is None else bisect_left(order, start)
+            numbers: Iterable[int] = (order[i] for i in range(at - 1, -1, -1))
         else:
-            numbers = range(
-                self._first if start is None else max(start + 1, self._first), self._next
-            )
+            at = 0 if start is None else bisect_right(order, start)
+            numbers = (order[i] for i in range(at, len(order)))
         found: list[SessionState] = []
         last = None
-        for number in numbers:  # gaps are forgotten sessions: few, and only where they were
+        for number in numbers:
             session = self._numbered.get(number)
             if session is None:
                 continue
@@ -115,6 +120,10 @@ class MemoryStore:
         number = self._number.pop(session, None)
         if number is not None:
             del self._numbered[number]
+            self._forgotten += 1
+            if self._forgotten * 2 > len(self._order):
+                self._order = [n for n in self._order if n in self._numbered]
+                self._forgotten = 0
         return known
 
     async def claim(self, name: str, session: str) -> str:

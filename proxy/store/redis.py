@@ -61,7 +61,11 @@ if ttl > 0 then
 else
   redis.call('SET', KEYS[1], ARGV[2])
 end
-redis.call('ZADD', KEYS[2], 'NX', ARGV[4], ARGV[3])
+if ARGV[1] == '' then  -- new, or back after Redis let its keys go: listed where it is now
+  redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
+else
+  redis.call('ZADD', KEYS[2], 'NX', ARGV[4], ARGV[3])
+end
 redis.call('ZADD', KEYS[4], ARGV[7], ARGV[3])
 if ARGV[5] ~= '' then
   redis.call('LPUSH', KEYS[3], ARGV[5])

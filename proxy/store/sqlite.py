@@ -43,6 +43,7 @@ DROP INDEX IF EXISTS events_by_session; -- nothing reads events by session; the 
 INDEXES = """
 CREATE INDEX IF NOT EXISTS sessions_by_creation ON sessions (created, id);
 CREATE INDEX IF NOT EXISTS sessions_by_last_seen ON sessions (last_seen);
+CREATE INDEX IF NOT EXISTS owners_by_session ON owners (session);
 """
 EXPIRED_AT_ONCE = 1000  # sessions removed per transaction, so that workers wait little
 
@@ -62,11 +63,11 @@ class SqliteStore:
         )  # a crashed process loses nothing; WAL keeps it whole
         db.execute("PRAGMA busy_timeout=30000")
         db.executescript(SCHEMA)
-        columns = {row[1] for row in db.execute("PRAGMA table_info(sessions)")}
-        if "last_seen" not in columns:
+        if "last_seen" not in _columns(db):
             db.execute("BEGIN IMMEDIATE")
-            db.execute("ALTER TABLE sessions ADD COLUMN last_seen REAL NOT NULL DEFAULT 0")
-            db.execute("UPDATE sessions SET last_seen = ?", (time.time(),))
+            if "last_seen" not in _columns(db):  # another process may have just added it
+                db.execute("ALTER TABLE sessions ADD COLUMN last_seen REAL NOT NULL DEFAULT 0")
+                db.execute("UPDATE sessions SET last_seen = ?", (time.time(),))
             db.execute("COMMIT")
         db.executescript(INDEXES)
         return db
@@ -241,6 +242,10 @@ class SqliteStore:
     async def close(self) -> None:
         await self._run(self._db.close)
         self._thread.shutdown(wait=True)
+
+
+def _columns(db: sqlite3.Connection) -> set[str]:
+    return {row[1] for row in db.execute("PRAGMA table_info(sessions)")}
 
 
 def _forget(db: sqlite3.Connection, session: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -134,8 +135,9 @@ def cursor_of(state: SessionState) -> str:
 def read_cursor(cursor: str) -> tuple[float, str]:
     created, sep, session = cursor.partition(":")
     try:
-        if not sep:
+        when = float(created)
+        if not sep or not math.isfinite(when):
             raise ValueError
-        return float(created), session
+        return when, session
     except ValueError:
         raise ValueError(f"{cursor[:80]!r} is not a cursor this store made") from None

@@ -106,6 +106,7 @@ def test_the_admin_api_answers_local_names_listed_hosts_and_a_token(
     [
         ({"origin": "https://evil.example", "sec-fetch-site": "cross-site"}, "origin"),
         ({"origin": "null"}, "origin"),
+        ({"origin": "http://203.0.113.7:8000"}, "origin"),  # a page served from another address
         ({"sec-fetch-site": "cross-site"}, "sec-fetch-site"),
     ],
 )
@@ -205,3 +206,44 @@ def test_harness_requests_and_local_pages_still_pass(
     for answer in (plain, typed, local, listed, models):
         assert answer.status_code == 200, answer.text
     assert len(fake.requests) == 5
+
+
+def test_with_the_upstream_key_a_rebinding_page_cannot_spend_it(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str]
+) -> None:
+    """A same-origin GET from a rebound name carries neither Origin nor Sec-Fetch-Site: only its
+    Host tells it, and with --upstream-api-key it must not be forwarded with the key."""
+    fake, upstream_url = upstream
+    fake.then(status(200, {"object": "list", "data": []}))
+    with proxy(upstream=upstream_url, upstream_api_key="sk-operator") as url:
+        rebound = httpx.get(url + "/files", headers={"host": f"{REBOUND}:{port(url)}"})
+        preflight = httpx.options(
+            url + "/chat/completions",
+            headers={"origin": "http://203.0.113.7", "access-control-request-method": "POST"},
+        )
+        local = httpx.get(url + "/files")  # 127.0.0.1: forwarded with the key
+    assert rebound.status_code == 403 and rebound.json()["error"]["param"] == "host"
+    assert "--allowed-host" in rebound.json()["error"]["message"]
+    assert preflight.status_code == 403 and "access-control-allow-origin" not in preflight.headers
+    assert local.status_code == 200
+    assert [r.path for r in fake.requests] == ["/v1/files"]  # only the local one went upstream
+    assert fake.requests[0].headers["authorization"] == "Bearer sk-operator"
+
+
+def test_a_link_on_another_site_may_open_the_status_page(proxy: ProxyFactory) -> None:
+    cross = {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}
+    with proxy() as url:
+        page = httpx.get(root(url) + "/replay/ui", headers=cross)
+        listed = httpx.get(root(url) + "/replay/sessions", headers=cross)  # not the page: refused
+    assert page.status_code == 200 and "replay-proxy" in page.text
+    assert listed.status_code == 403
+
+
+@pytest.mark.parametrize("name", ["proxy:8080", "*corp", "a b", "[::1]"])
+def test_allowed_hosts_are_names(name: str) -> None:
+    from pydantic import ValidationError
+
+    from proxy.config import Settings
+
+    with pytest.raises(ValidationError, match="is not a host name"):
+        Settings(allowed_host=[name])

@@ -11,6 +11,7 @@ import httpx
 import orjson
 import pytest
 
+from proxy.nesting import MAX_DEPTH
 from tests.conftest import ProxyFactory
 from tests.helpers.agent import RECORDED, agent_step, client, follow, start_messages
 from tests.helpers.servers import FakeUpstream, text
@@ -63,7 +64,7 @@ def post(url: str, content: bytes, **headers: str) -> httpx.Response:
     return httpx.post(url, content=content, headers={"content-type": "application/json", **headers})
 
 
-@pytest.mark.parametrize("depth", [255, 1000, 1100])  # one past the limit; near, past orjson's
+@pytest.mark.parametrize("depth", [MAX_DEPTH, 1000, 1100])  # one past it, with the body's own
 def test_too_deep_is_a_400_naming_the_limit_on_every_api(proxy: ProxyFactory, depth: int) -> None:
     with proxy() as url:
         root = url.removesuffix("/v1")
@@ -74,22 +75,28 @@ def test_too_deep_is_a_400_naming_the_limit_on_every_api(proxy: ProxyFactory, de
     assert health.status_code == 200
     for api, answer in answers.items():
         assert answer.status_code == 400, (api, answer.text)
-        assert "nested more than 254 levels deep (the limit is 254)" in answer.text, api
+        assert "nested more than 250 levels deep (the limit is 250)" in answer.text, api
     assert answers["anthropic"].json()["type"] == "error"
     assert answers["gemini"].json()["error"]["status"] == "INVALID_ARGUMENT"
     assert answers["chat"].json()["error"]["code"] == "nested_too_deep"
 
 
-def test_up_to_the_limit_a_request_goes_upstream_as_usual(
-    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str]
+def test_at_the_limit_a_request_goes_upstream_and_is_recorded_and_dumped(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], tmp_path: Path
 ) -> None:
     fake, upstream_url = upstream
     fake.fallback = text("fine")
-    with proxy(upstream=upstream_url) as url:
-        path, body = bodies()["chat"]  # 252 levels in the body: 253 in all
-        answer = post(url.removesuffix("/v1") + path, raw(body, 252))
+    settings = {"record_dir": tmp_path / "rec", "dump_dir": tmp_path / "dumps"}
+    with proxy(upstream=upstream_url, **settings) as url:
+        path, body = bodies()["chat"]  # the limit in all, with the body's own level
+        answer = post(url.removesuffix("/v1") + path, raw(body, MAX_DEPTH - 1))
     assert answer.status_code == 200, answer.text
-    assert fake.posts()[0].body == raw(body, 252)
+    assert fake.posts()[0].body == raw(body, MAX_DEPTH - 1)
+    [recorded] = (tmp_path / "rec").iterdir()  # written out whole, wrapped in its line
+    line = orjson.loads(recorded.read_bytes().splitlines()[0])
+    assert line["status"] == 200 and line["error"] is None
+    assert line["request"] == orjson.loads(raw(body, MAX_DEPTH - 1))
+    assert len(list((tmp_path / "dumps").iterdir())) == 1
 
 
 def test_a_too_deep_request_leaves_the_session_as_it_was(

@@ -207,7 +207,7 @@ def test_a_slow_reader_gets_every_byte_and_holds_up_no_one(
 @pytest.mark.parametrize(
     ("body", "status_code", "fragment"),
     [
-        (b"[" * 2000 + b"]" * 2000, 400, "nested more than 254 levels"),  # past the parser, too
+        (b"[" * 2000 + b"]" * 2000, 400, "nested more than 250 levels"),  # past the parser, too
         (b'{"messages": [], "model": "m"}' + b" " * 5000, 413, "limit"),
         (b'{"messages": "no"}', 400, "'messages' must be an array"),
         (b'{"model": ["m"], "messages": []}', 400, "'model' must be a string"),

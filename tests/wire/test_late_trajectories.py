@@ -4,6 +4,7 @@ the folder never followed, and the parsed copies bounded by bytes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -14,7 +15,7 @@ import pytest
 
 from proxy.sessions.library import Library, LibraryError
 from tests.conftest import ProxyFactory
-from tests.wire.test_admin_and_binding import admin, ask, first_call_id, recording
+from tests.wire.test_admin_and_binding import TOOLS, admin, ask, first_call_id, recording
 
 
 def big_recording(task: str, turns: int, pad: int) -> list[dict[str, object]]:
@@ -123,3 +124,36 @@ def test_admin_scripts_are_kept_within_the_cache_bound_and_parsed_again_when_nee
     assert health["entries"] == 2 and health["bytes"] <= health["limit"]
     assert health["evicted"] == 3
     assert first_call_id(again) == "c0"
+
+
+def test_a_file_rewritten_after_it_was_let_go_is_not_served_to_its_session(
+    proxy: ProxyFactory, tmp_path: Path
+) -> None:
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    with proxy(trajectory_dir=folder, trajectory_cache_bytes=1) as url:
+        (folder / "a.json").write_text(json.dumps(recording("t", "a1", "a2")))
+        (folder / "b.json").write_text(json.dumps(recording("t", "b1")))
+        assert first_call_id(ask(url, "s1", "t", **{"x-replay-trajectory": "a"})) == "a1"
+        assert first_call_id(ask(url, "s2", "t", **{"x-replay-trajectory": "b"})) == "b1"  # a goes
+        (folder / "a.json").write_text(json.dumps(recording("t", "a1", "EVIL2")))
+        messages = recording("t", "a1")  # s1 ran turn 1 and asks for turn 2
+        refused = httpx.post(
+            url + "/chat/completions",
+            json={"model": "m", "messages": messages, "tools": TOOLS},
+            headers={"x-session-affinity": "s1"},
+        )
+        listed = httpx.get(admin(url)).json()["data"]
+    assert refused.status_code == 404, refused.text
+    assert "has changed since the session bound it" in refused.json()["error"]["message"]
+    assert "EVIL2" not in refused.text
+    by_id = {s["session"]: s for s in listed}  # the list still answers, for every session
+    assert "has changed" in by_id["s1"]["script"]["error"]
+    assert by_id["s2"]["script"]["error"] is None
+
+
+def test_strict_side_answers_never_come_from_other_sessions_admin_scripts() -> None:
+    library = Library()
+    admin_script = asyncio.run(library.admin(json.dumps(recording("t", "x1")).encode(), "other"))
+    assert library.cache.get(("admin", admin_script.digest)) is admin_script
+    assert library.all() == []  # only what was loaded by name

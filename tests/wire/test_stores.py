@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -196,6 +197,46 @@ async def test_redis_keys_of_a_session_expire_on_their_own(redis_url: str) -> No
     for key in per_session:
         assert 0 < expiring[key] <= 60_000, key  # a ttl, set again by the last request
     assert all(expiring[k] == -1 for k in expiring if "index:" in k)  # the indexes stay
+
+
+async def test_a_redis_session_back_after_its_keys_expired_is_listed_where_it_is_now(
+    redis_url: str,
+) -> None:
+    import redis.asyncio as aioredis
+
+    store = open_store(redis_url, ttl=60)
+    await store.update("a", bump, now=100.0)
+    await store.update("b", bump, now=150.0)
+    client = aioredis.Redis.from_url(redis_url)
+    await client.delete("replay-proxy:session:a")  # as Redis does once the ttl has run out
+    await client.aclose()
+    again = await store.update("a", bump, now=200.0)  # before the sweep: a new session
+    pages = await listed(store, 1)
+    await store.close()
+    assert again.created == 200.0
+    assert pages == [["b"], ["a"]]  # not skipped, and listed by when it was made again
+
+
+async def test_a_sqlite_store_from_before_expiry_counts_its_sessions_as_seen_now(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.execute(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, state BLOB NOT NULL, created REAL NOT NULL)"
+    )
+    state = SessionState(id="old", created=1.0, last_seen=1.0)
+    old.execute("INSERT INTO sessions VALUES (?, ?, ?)", ("old", json.dumps(state.to_dict()), 1.0))
+    old.commit()
+    old.close()
+    before = time.time()
+    store = open_store(f"sqlite:///{path}")
+    assert await store.expire(before - 60) == 0  # seen at the upgrade, not at 1.0
+    assert [s.id for s in (await store.page(None, 10))[0]] == ["old"]
+    assert await store.expire(time.time() + 1) == 1
+    await store.close()
 
 
 async def test_state_survives_reopening(tmp_path: Path, redis_url: str) -> None:
