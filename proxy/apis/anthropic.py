@@ -28,7 +28,7 @@ from proxy.apis.request import malformed, opened, spliced
 from proxy.errors import BadRequest
 from proxy.formats.anthropic import messages_to_chat
 from proxy.replay.content import is_content, text_of
-from proxy.replay.conversation import Call, Conversation, Reply, Result
+from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_greeting
 from proxy.replay.ids import derived, wire_id
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
@@ -108,7 +108,7 @@ def parse_anthropic(body: Any) -> Conversation:
             if conv.task is None:
                 conv.task = text
     conv.system = "\n".join(systems)
-    return conv
+    return fold_greeting(conv)
 
 
 # ---- the answer

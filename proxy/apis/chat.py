@@ -19,7 +19,7 @@ from proxy.apis.answer import Assembled, event_data, sse_events
 from proxy.apis.request import malformed, opened, tool_names
 from proxy.errors import BadRequest
 from proxy.replay.content import is_content, text_of
-from proxy.replay.conversation import Call, Conversation, Reply, Result
+from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_greeting
 from proxy.replay.trajectory import Turn
 
 # ---- the request
@@ -68,7 +68,7 @@ def parse_chat(body: Any) -> Conversation:
         elif role in ("system", "developer") and conv.task is None:
             systems.append(text)
     conv.system = "\n".join(systems)
-    return conv
+    return fold_greeting(conv)
 
 
 def _tools(body: dict[str, Any]) -> Any:

@@ -28,7 +28,7 @@ from proxy.apis.request import malformed, spliced, tool_names
 from proxy.errors import BadRequest
 from proxy.formats.gemini import Unanswered, contents_to_chat, parts_text, response_text
 from proxy.replay.content import text_of
-from proxy.replay.conversation import NO_ID, Call, Conversation, Reply, Result
+from proxy.replay.conversation import NO_ID, Call, Conversation, Reply, Result, fold_greeting
 from proxy.replay.ids import wire_id
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
@@ -115,7 +115,7 @@ def parse_gemini(body: Any) -> Conversation:
             conv.users[pos] = text
             if conv.task is None:
                 conv.task = text
-    return conv
+    return fold_greeting(conv)
 
 
 # ---- the answer

@@ -30,7 +30,7 @@ from proxy.formats.responses import (
     items_to_chat,
 )
 from proxy.replay.content import text_of
-from proxy.replay.conversation import Call, Conversation, Reply, Result
+from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_greeting
 from proxy.replay.ids import derived
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
@@ -106,7 +106,7 @@ def parse_responses(body: Any) -> Conversation:
         reply.text = "\n".join(texts)
     conv.replies = [r for r in conv.replies if r.calls or r.text.strip()]
     conv.system = "\n".join(systems)
-    return conv
+    return fold_greeting(conv)
 
 
 # ---- the answer

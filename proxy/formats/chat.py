@@ -7,7 +7,18 @@
 - a text-only one ends an exchange; user messages after it are the follow-up that opens the next
   exchange (the harness sends those itself), and an assistant or tool message that comes after it
   with no user message between is dropped;
-- an empty assistant message is skipped; skipped and dropped messages are reported;
+- an assistant message without tool calls before the first user message (and before any turn)
+  is part of the prompt, like the system prompt: the environment put it there (a greeting);
+  assistant steps before a user message that come after a turn, or with tool calls, are turns, and
+  the task is the first user message only if no turn came before it;
+- an assistant message right after a text-only turn is dropped, unless the file records it as a
+  model call of its own (it carries `generation_token_ids`, as NeMo-Gym's training rollouts do for
+  each call): then it is the next turn, whose prompt (an observation, a user line) was not recorded;
+- an empty assistant message is skipped when another one follows it before the next user message
+  (a placeholder); otherwise it is the answer that was recorded, and is replayed as it was;
+- a tool message without a tool_call_id answers the earliest call of the turn before it that had
+  no recorded id (so a file that records no ids at all still pairs calls and outputs);
+- skipped and dropped messages are reported;
 - with no tool call at all the script is text-based (proxy.replay.text_based): the user messages
   between turns are the harness's observations, and it is one exchange.
 """
@@ -16,14 +27,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from proxy.errors import LoadError
+from proxy.formats.responses import OWN_CALL
 from proxy.replay.content import split_reasoning, text_of
-from proxy.replay.trajectory import Note, ToolCall, Trajectory, Turn, UserMessage
+from proxy.replay.trajectory import Note, ToolCall, Trajectory, Turn, UserMessage, place_of
 
 
 def trajectory_from_messages(
@@ -34,11 +46,21 @@ def trajectory_from_messages(
     fmt: str,
     digest: str,
     indexes: Sequence[int] | None = None,
+    places: Mapping[int, str] | None = None,
+    unit: str = "message",
 ) -> Trajectory:
     """Build the script. `indexes` maps each message to its position in the file, when the
-    messages were converted from another shape (errors and notes must point into the file)."""
+    messages were converted from another shape (errors and notes must point into the file);
+    `places` and `unit` say how to name a position (Trajectory.place)."""
     task: str | None = None
     systems: list[str] = []  # joined once as the API parsers join them (conv.system)
+    greetings: list[str] = []  # assistant text before the task: prompt (replay.conversation)
+    first_user = next(
+        (p for p, m in enumerate(messages) if type(m) is dict and m.get("role") == "user"), -1
+    )
+    # an empty answer (index, reasoning, a model call of its own), until what follows settles it
+    empty: tuple[int, str | None, bool] | None = None
+    unanswered: list[str] = []  # ids made up for the last turn's calls, not answered yet
     turns: list[Turn] = []
     pending: list[UserMessage] = []
     outputs: dict[str, str] = {}
@@ -59,12 +81,22 @@ def trajectory_from_messages(
         content = msg.get("content")
         if content is not None and type(content) is not str and type(content) is not list:
             raise LoadError(source, idx, "content must be a string, a list of parts, or null")
+        if empty is not None and role in ("assistant", "user"):
+            if role == "assistant" and not (empty[2] and OWN_CALL in msg):
+                skipped.append(_placeholder(empty))
+            else:  # a user message, or the next model call: the empty answer stands
+                final_index = _empty_answer(turns, empty, pending, follow_up, exchange)
+                pending, follow_up = [], []
+            empty = None
         if final_index is not None and role in ("assistant", "tool"):
-            if not follow_up:
+            if not follow_up and role == "assistant" and OWN_CALL in msg:
+                follow_up = []  # a model call of its own: what it was sent was not recorded
+            elif not follow_up:
                 dropped.append(
                     Note(
                         idx,
-                        f"{role} message right after the text-only turn (message {final_index}) "
+                        f"{role} message right after the text-only turn "
+                        f"({place_of(final_index, places, unit)}) "
                         "with no user message between",
                     )
                 )
@@ -76,12 +108,14 @@ def trajectory_from_messages(
                 systems.append(text_of(content))
         elif role == "tool":
             call_id = msg.get("tool_call_id")
+            if type(call_id) is not str and unanswered:
+                call_id = unanswered.pop(0)
             if type(call_id) is str:
                 outputs[call_id] = content if type(content) is str else text_of(content)
             else:
                 skipped.append(Note(idx, "tool message without a tool_call_id"))
         elif role == "user":
-            if task is None:
+            if task is None and not turns:
                 task = text_of(content)
             elif final_index is not None:
                 follow_up.append(UserMessage(idx, content if content is not None else ""))
@@ -89,12 +123,21 @@ def trajectory_from_messages(
                 pending.append(UserMessage(idx, content if content is not None else ""))
         elif role == "assistant":
             number = len(turns) + 1
-            calls = _tool_calls(msg, source, idx, digest, number)
+            calls, made_up = _tool_calls(msg, source, idx, digest, number)
             reasoning, text = _assistant_text(msg, content)
             if not calls and not text.strip():
-                why = "empty assistant message" + (" (reasoning only)" if reasoning else "")
-                skipped.append(Note(idx, why))
+                if empty is not None:  # two in a row: the first was a placeholder
+                    skipped.append(_placeholder(empty))
+                if task is None and not turns and pos < first_user:
+                    skipped.append(Note(idx, "empty assistant message before the task"))
+                    empty = None
+                else:
+                    empty = (idx, reasoning, OWN_CALL in msg)
                 continue
+            if not calls and task is None and not turns and pos < first_user:
+                greetings.append(text)  # before the task: prompt, compared like the system prompt
+                continue
+            unanswered = made_up
             turns.append(
                 Turn(
                     number,
@@ -113,6 +156,9 @@ def trajectory_from_messages(
                 final_index = idx
         else:
             skipped.append(Note(idx, f"unknown role {role!r}"))
+    if empty is not None:  # the last answer was empty: that is what was recorded
+        _empty_answer(turns, empty, pending, follow_up, exchange)
+        pending, follow_up = [], []
     text_based = bool(turns) and not any(t.tool_calls for t in turns)
     if text_based:  # the user messages between turns are observations: one exchange
         for turn in turns:
@@ -136,13 +182,38 @@ def trajectory_from_messages(
         format=fmt,
         digest=digest,
         task=task,
-        system="\n".join(systems) if systems else None,
+        system="\n".join([*systems, *greetings]) if systems or greetings else None,
         turns=tuple(turns),
         trailing_users=tuple(pending),
         tool_outputs=outputs,
         skipped=tuple(skipped),
         dropped=tuple(dropped),
+        places=places or {},
+        unit=unit,
+        read=len(messages),
     )
+
+
+def _placeholder(empty: tuple[int, str | None, bool]) -> Note:
+    only = " (reasoning only)" if empty[1] else ""
+    return Note(empty[0], f"empty assistant message{only}, followed by another answer")
+
+
+def _empty_answer(
+    turns: list[Turn],
+    empty: tuple[int, str | None, bool],
+    pending: list[UserMessage],
+    follow_up: list[UserMessage],
+    exchange: int,
+) -> int:
+    """An empty answer that nothing replaced: a final turn with no text, as the model gave it."""
+    idx, reasoning, _ = empty
+    turns.append(
+        Turn(
+            len(turns) + 1, idx, "", reasoning, (), tuple(pending), None, exchange, tuple(follow_up)
+        )
+    )
+    return idx
 
 
 def _assistant_text(msg: dict[str, Any], content: Any) -> tuple[str | None, str]:
@@ -156,15 +227,17 @@ def _assistant_text(msg: dict[str, Any], content: Any) -> tuple[str | None, str]
 
 def _tool_calls(
     msg: dict[str, Any], source: str, idx: int, digest: str, number: int
-) -> tuple[ToolCall, ...]:
+) -> tuple[tuple[ToolCall, ...], list[str]]:
+    """The turn's calls, and the ids made up for those that had none."""
     raw = msg.get("tool_calls")
     if raw is None and isinstance(msg.get("function_call"), dict):
         raw = [{"function": msg["function_call"]}]  # the legacy single-function form
     if raw is None:
-        return ()
+        return (), []
     if not isinstance(raw, list):
         raise LoadError(source, idx, "tool_calls must be a list")
     calls: list[ToolCall] = []
+    made_up: list[str] = []
     seen: set[str] = set()
     for j, call in enumerate(raw):
         fn = call.get("function") if type(call) is dict else None
@@ -176,6 +249,7 @@ def _tool_calls(
         call_id = call.get("id")
         if type(call_id) is not str or not call_id:
             call_id = synthetic_call_id(digest, number, j)
+            made_up.append(call_id)
         if call_id in seen:
             raise LoadError(
                 source, idx, f"tool_calls[{j}].id {call_id!r} is used twice in one turn"
@@ -184,7 +258,7 @@ def _tool_calls(
         calls.append(
             ToolCall(call_id, name, normalize_arguments(fn.get("arguments"), source, idx, j))
         )
-    return tuple(calls)
+    return tuple(calls), made_up
 
 
 def normalize_arguments(value: Any, source: str, idx: int, position: int) -> str:

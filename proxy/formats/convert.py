@@ -3,7 +3,9 @@
 The messages are the script itself, written back as OpenAI chat messages: the system prompt, the
 task, each turn (its text, reasoning as `reasoning_content`, its tool calls with the recorded ids
 and arguments), each call's recorded output as a tool message, and the user messages where they
-stood (follow-ups before the exchange they open, the rest before the turn they preceded). Loading
+stood (follow-ups before the exchange they open, the rest before the turn they preceded). A turn
+that follows a text answer with no user message between (a separate model call whose prompt was
+not recorded), and an empty answer, carry `generation_token_ids: []`, which keeps them turns. Loading
 the written file gives the same script back; what the source held beyond it is in the notes.
 """
 
@@ -14,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from proxy.formats.responses import OWN_CALL
 from proxy.replay.trajectory import Trajectory
 
 
@@ -23,10 +26,15 @@ def to_messages(t: Trajectory) -> list[dict[str, Any]]:
         messages.append({"role": "system", "content": t.system})
     if t.task is not None:
         messages.append({"role": "user", "content": t.task})
+    after_final = False
     for turn in t.turns:
         for user in (*turn.follow_up, *turn.users_before):
             messages.append({"role": "user", "content": user.content})
         message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+        alone = after_final and not turn.follow_up and not turn.users_before
+        if alone or (turn.final and not turn.text.strip()):
+            message[OWN_CALL] = []  # a model call of its own: kept a turn (formats/chat.py)
+        after_final = turn.final
         if turn.reasoning is not None:
             message["reasoning_content"] = turn.reasoning
         if turn.tool_calls:

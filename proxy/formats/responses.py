@@ -1,8 +1,11 @@
 """OpenAI Responses API input items -> chat messages, so one set of skip rules serves every API.
 
 Consecutive assistant-side items (reasoning, an assistant message, function calls) form one
-assistant message; `function_call_output` becomes a tool message matched by `call_id`; an item
-with a `role` and no `type` is a message. Each chat message remembers the index of the item it
+assistant message, unless the file records them as separate model calls: an item that carries
+its own token ids (`generation_token_ids`, as NeMo-Gym writes them for training) after another
+that did starts a new one. `function_call_output` becomes a tool message matched by `call_id`
+(a call without one gets its deterministic id from the chat loader, and an output without one
+answers it); an item with a `role` and no `type` is a message. Each chat message remembers the index of the item it
 came from, so errors and notes point into the file.
 """
 
@@ -14,6 +17,8 @@ from typing import Any
 from proxy.errors import LoadError
 from proxy.replay.content import appended, text_of
 
+# on an assistant message: the file records it as a model call of its own (formats/chat.py)
+OWN_CALL = "generation_token_ids"
 ASSISTANT_SIDE = frozenset({"reasoning", "function_call", "item_reference"})
 RESPONSES_ONLY = frozenset({"function_call", "function_call_output", "reasoning", "item_reference"})
 
@@ -29,15 +34,26 @@ def items_to_chat(
         indexes.append(-1)
     current: dict[str, Any] | None = None  # the assistant message being put together
     texts: list[str] | None = None  # its message items' texts, joined once it is complete
+    generated = False  # whether an item of `current` carried its model call's token ids
     for index, item in enumerate(items):
         if not isinstance(item, dict):
-            raise LoadError(source, index, "item is not a JSON object")
+            raise LoadError(source, index, _not_an_item(item))
         kind = item.get("type", "message" if "role" in item else None)
         if (kind == "message" and item.get("role") == "assistant") or kind in ASSISTANT_SIDE:
+            call = "generation_token_ids" in item
+            if current is not None and call and generated:  # the next model call
+                if texts is not None:
+                    current["content"] = appended(texts, "\n")
+                    texts = None
+                current = None
             if current is None:
                 current = {"role": "assistant", "content": None}
                 messages.append(current)
                 indexes.append(index)
+                generated = False
+            if call and not generated:  # the chat loader tells separate model calls apart by it
+                current[OWN_CALL] = item["generation_token_ids"]
+            generated = generated or call
             if kind == "message":
                 if texts is None:
                     texts = []
@@ -55,10 +71,11 @@ def items_to_chat(
                 raise LoadError(source, index, "message item has no role")
             messages.append({"role": role, "content": content_parts(item.get("content"))})
         elif kind == "function_call_output":
-            output = item.get("output")
-            messages.append(
-                {"role": "tool", "tool_call_id": item.get("call_id"), "content": text_of(output)}
-            )
+            output, call_id = item.get("output"), item.get("call_id")
+            message = {"role": "tool", "content": text_of(output)}
+            if isinstance(call_id, str) and call_id:
+                message["tool_call_id"] = call_id
+            messages.append(message)
         else:
             messages.append({"role": f"<{kind} item>", "content": None})  # reported as skipped
         indexes.append(index)
@@ -77,14 +94,24 @@ def _into_assistant(
             message["reasoning_content"] = "\n\n".join(p for p in parts if p)
     elif kind == "function_call":
         name, call_id = item.get("name"), item.get("call_id")
-        if not isinstance(name, str) or not isinstance(call_id, str):
-            raise LoadError(source, index, "function_call item needs a name and a call_id")
-        call = {
-            "id": call_id,
+        if not isinstance(name, str) or not name:
+            raise LoadError(source, index, "function_call item has no name")
+        call: dict[str, Any] = {
             "type": "function",
             "function": {"name": name, "arguments": item.get("arguments")},
         }
+        if isinstance(call_id, str) and call_id:
+            call["id"] = call_id
         message.setdefault("tool_calls", []).append(call)
+
+
+def _not_an_item(item: Any) -> str:
+    if isinstance(item, list):
+        return (
+            "is a list, not an item: a list of lists of items (each a transition of the run) "
+            "does not say which of them is the conversation, so it is not read"
+        )
+    return "item is not a JSON object"
 
 
 def content_parts(content: Any) -> Any:

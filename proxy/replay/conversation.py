@@ -128,6 +128,25 @@ class Conversation:
         return "fp-" + digest[:24]
 
 
+def fold_greeting(conv: Conversation) -> Conversation:
+    """Assistant text before the task (before the first user message and any tool call: a
+    greeting the environment put in the prompt) is prompt, compared like the system prompt, not
+    an answer of the script: the loader reads a file's the same way (formats/chat.py)."""
+    if conv.task is None or not conv.replies:
+        return conv
+    first_user = next(iter(conv.users))  # filled in message order
+    k = 0
+    for reply in conv.replies:
+        if reply.position > first_user or reply.calls:
+            break
+        k += 1
+    if k:
+        greeting = [r.text for r in conv.replies[:k]]
+        conv.system = "\n".join([conv.system, *greeting] if conv.system else greeting)
+        del conv.replies[:k]
+    return conv
+
+
 def session_header(headers: Mapping[str, str], names: Sequence[str]) -> str | None:
     """The first session header present (a session id becomes a file name: checked), or None."""
     for name in names:

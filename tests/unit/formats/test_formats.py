@@ -131,7 +131,10 @@ def test_empty_assistant_messages_are_skipped_and_reported() -> None:
         ]
     )
     assert [n.index for n in t.skipped] == [1, 2, 3]
-    assert t.skipped[2].reason == "empty assistant message (reasoning only)"
+    assert (
+        t.skipped[2].reason
+        == "empty assistant message (reasoning only), followed by another answer"
+    )
     assert len(t.turns) == 1 and t.turns[0].number == 1
 
 

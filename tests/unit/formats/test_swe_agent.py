@@ -269,7 +269,7 @@ def test_mini_miss() -> None:
             "tool_calls[0] has no function object",
         ),
         ("responses", 5, {"object": "response", "output": None}, "has no output list"),
-        ("responses", 7, {"object": "response", "output": [{"type": "function_call"}]}, "call_id"),
+        ("responses", 7, {"object": "response", "output": [{"type": "function_call"}]}, "no name"),
     ],
 )
 def test_mini_a_broken_message_is_a_load_error_with_its_index(
