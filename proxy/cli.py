@@ -270,6 +270,10 @@ def check(files: Sequence[Path], *, as_json: bool = False) -> int:
                 described.append(trajectory.summary())
             else:
                 print(describe(trajectory))
+            wrong = misread(trajectory)
+            if wrong is not None:
+                print(f"{trajectory.source}: {trajectory.name}: {wrong}", file=sys.stderr)
+                failed = True
     if as_json:
         sys.stdout.write(orjson.dumps(described, option=orjson.OPT_INDENT_2).decode() + "\n")
     return EXIT_BAD_FILE if failed else 0
@@ -348,6 +352,23 @@ def _short(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def misread(t: Trajectory) -> str | None:
+    """Why a loaded trajectory is probably not the run its file records: most of its messages
+    were dropped (a shape the rules do not fit; replaying it would go live at once)."""
+    if t.read and 2 * len(t.dropped) > t.read:
+        return (
+            f"{len(t.dropped)} of its {t.read} messages were dropped, so the script is probably "
+            "not the recorded run (a shape this proxy misreads): see the dropped notes above, "
+            "and report the file"
+        )
+    return None
+
+
+def _user(t: Trajectory, index: int) -> str:
+    where = t.place(index)
+    return f"user {where}" if where.startswith("message ") else f"user message at {where}"
+
+
 def describe(t: Trajectory) -> str:
     exchanges = f"{t.exchanges} exchange" + ("" if t.exchanges == 1 else "s")
     lines = [
@@ -365,18 +386,16 @@ def describe(t: Trajectory) -> str:
         for user in turn.follow_up:
             if t.text_based:
                 lines.append(
-                    f"  user message {user.index} is the observation of turn {turn.number - 1} "
+                    f"  {_user(t, user.index)} is the observation of turn {turn.number - 1} "
                     "(the harness sends it; compared, not spliced)"
                 )
                 continue
             lines.append(
-                f"  user message {user.index} opens exchange {turn.exchange} "
+                f"  {_user(t, user.index)} opens exchange {turn.exchange} "
                 "(the harness sends it; compared, not spliced)"
             )
         for user in turn.users_before:
-            lines.append(
-                f"  user message {user.index} comes before turn {turn.number} (spliced live)"
-            )
+            lines.append(f"  {_user(t, user.index)} comes before turn {turn.number} (spliced live)")
         parts = [
             f"{len(turn.tool_calls)} tool call(s)"
             if turn.tool_calls
@@ -386,17 +405,17 @@ def describe(t: Trajectory) -> str:
         ]
         if turn.reasoning:
             parts.append("reasoning")
-        lines.append(f"  turn {turn.number} (message {turn.index}): {', '.join(parts)}")
+        lines.append(f"  turn {turn.number} ({t.place(turn.index)}): {', '.join(parts)}")
         if turn.text:
             lines.append(f"    text: {_short(turn.text)}")
         for call in turn.tool_calls:
             lines.append(f"    {call.name} [{call.id}] {_short(call.arguments)}")
     for user in t.trailing_users:
-        lines.append(f"  user message {user.index} trails the last turn (spliced live)")
+        lines.append(f"  {_user(t, user.index)} trails the last turn (spliced live)")
     for note in t.skipped:
-        lines.append(f"  skipped message {note.index}: {note.reason}")
+        lines.append(f"  skipped {t.place_of_note(note)}: {note.reason}")
     for note in t.dropped:
-        lines.append(f"  dropped message {note.index}: {note.reason}")
+        lines.append(f"  dropped {t.place_of_note(note)}: {note.reason}")
     if not t.turns:
         lines.append("  warning: no scripted turns; every request of its session goes upstream")
     return "\n".join(lines)

@@ -220,22 +220,45 @@ def _converted(
     digest: str,
     notes: list[Note],
 ) -> list[Trajectory]:
-    out = []
+    out: list[Trajectory] = []
+    refused: list[tuple[str | None, str]] = []  # (label, why), in file order
     for c in conversations:
+        if c.refused is not None:
+            refused.append((c.label, c.refused))
+            continue
         messages, indexes = c.messages, c.indexes
         if c.system is not None and not any(m.get("role") == "system" for m in messages[:1]):
             messages, indexes = [{"role": "system", "content": c.system}, *messages], [-1, *indexes]
-        t = trajectory_from_messages(
-            messages,
-            name=name if c.label is None else f"{name}.{c.label}",
-            source=source,
-            fmt=reader.name,
-            digest=digest if c.label is None else _digest(f"{digest}:{c.label}".encode()),
-            indexes=indexes,
-        )
+        try:
+            t = trajectory_from_messages(
+                messages,
+                name=name if c.label is None else f"{name}.{c.label}",
+                source=source,
+                fmt=reader.name,
+                digest=digest if c.label is None else _digest(f"{digest}:{c.label}".encode()),
+                indexes=indexes,
+                places=c.places,
+                unit="line" if reader.lines else "message",
+            )
+        except LoadError as exc:
+            if c.label is None:  # the file's only conversation
+                raise
+            # one of several (a rollout per line): the others still load
+            where = (c.places or {}).get(exc.index) if exc.index is not None else None
+            refused.append((c.label, f"{where or f'line {c.label}'}: {exc.reason}"))
+            continue
         out.append(dataclasses.replace(t, skipped=(*notes, *c.left_out, *t.skipped)))
     if not out:
+        if refused:
+            reasons = "; ".join(why for _, why in refused[:3])
+            more = f" (and {len(refused) - 3} more)" if len(refused) > 3 else ""
+            raise LoadError(source, None, f"no conversation in it could be read: {reasons}{more}")
         raise LoadError(source, None, f"a {reader.name} file, but it holds no conversation")
+    if refused:  # told once, with the first conversation of the file, and in the log
+        left = [Note(-1, f"left out: {why}", f"line {label}") for label, why in refused]
+        out[0] = dataclasses.replace(out[0], skipped=(*left, *out[0].skipped))
+        for _, why in refused:
+            log.warning("%s: left out: %s", source, why)
     return out
 
 
@@ -383,7 +406,7 @@ def _lines(
                 f"line {number + 1} is cut off (the file ends mid-line); loaded what is complete"
             )
             log.warning("%s: %s", source, reason)
-            notes.append(Note(number, reason))
+            notes.append(Note(number, reason, f"line {number + 1}"))
     if not items:
         raise LoadError(source, None, "the file is empty")
     return items, notes

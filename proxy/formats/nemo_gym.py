@@ -10,10 +10,11 @@ Each line is the resources server's verify response (nemo_gym/rollout_collection
 Every line is a trajectory of its own, labelled with its 1-based line number. Its conversation is
 `responses_create_params.input` followed by `response.output` (the agent appends the tool outputs
 and, for a multi-turn environment, the environment's user messages to `output`), read as Responses
-items (formats/responses.py): consecutive reasoning / assistant message / function_call items are
-one assistant message, parallel calls included; a function_call_output is the tool result of its
-call_id; `instructions` is the system prompt; a string `input` is one user message. Every message
-of a line carries the line's index. The reward, the verifier's fields and NeMo-Gym's bookkeeping
+items (formats/responses.py). A line with no `response` is a conversation recorded in `input`
+alone: its assistant messages are the turns. A file in which no line records an answer is a task
+file (the inputs of a collection), not rollouts: an error says so. A line that cannot be read is
+left out with its line number and reason while the others load. Notes name an item as
+`line N, response.output[K]`. The reward, the verifier's fields and NeMo-Gym's bookkeeping
 (`_ng_*`, `agent_ref`, token ids on the items) are not turns: they are not read.
 """
 
@@ -23,11 +24,11 @@ from typing import Any
 
 from proxy.errors import LoadError
 from proxy.formats.reader import Converted, Lines, Miss, Reader
-from proxy.formats.responses import items_to_chat
+from proxy.formats.responses import ASSISTANT_SIDE, items_to_chat
 
 EXPECTED = (
-    'NeMo-Gym rollouts: one JSON object per line with "responses_create_params" and a '
-    '"response" holding "output"'
+    'NeMo-Gym rollouts: one JSON object per line with "responses_create_params" holding "input", '
+    'and a "response" holding "output"'
 )
 
 
@@ -36,52 +37,85 @@ def miss(lines: Lines) -> Miss | None:
     where = f"line {number + 1}"
     if not isinstance(first, dict):
         return Miss(f"expected {EXPECTED}: {where} is not an object")
-    params, response = first.get("responses_create_params"), first.get("response")
-    rollout = isinstance(response, dict) and isinstance(response.get("output"), list)
-    marks = int(isinstance(params, dict)) + int(rollout)  # a recording has a "response" too
+    params = first.get("responses_create_params")
     if not isinstance(params, dict):
+        marks = int(isinstance(first.get("response"), dict))  # a recording has one too
         return Miss(f'expected {EXPECTED}: {where} has no "responses_create_params" object', marks)
-    if not rollout:
-        # e.g. the `_materialized_inputs.jsonl` NeMo-Gym writes beside the rollouts
-        return Miss(f'expected {EXPECTED}: {where} has no "response" with an "output" list', marks)
+    if not isinstance(params.get("input"), list | str):
+        return Miss(f'expected {EXPECTED}: {where}: "responses_create_params" has no "input"', 1)
     return None
 
 
 def convert(lines: Lines, source: str) -> list[Converted]:
-    return [_rollout(index, row, source) for index, row in lines]
+    converted = [_rollout(index, row, source) for index, row in lines]
+    if not any(_answers(row) for _, row in lines):
+        raise LoadError(
+            source,
+            None,
+            'NeMo-Gym task inputs, not rollouts: no line records an answer (no "response", and '
+            'no assistant item in "input"); the rollouts are the file ng_collect_rollouts writes '
+            "with +output_jsonl_fpath",
+        )
+    return converted
+
+
+def _answers(row: Any) -> bool:
+    """Whether a line records anything the model said (an empty output counts: a run that ended
+    at once is a rollout too)."""
+    if not isinstance(row, dict):
+        return False
+    if isinstance(row.get("response"), dict):
+        return True
+    given = (row.get("responses_create_params") or {}).get("input")
+    return isinstance(given, list) and any(
+        isinstance(item, dict)
+        and (item.get("role") == "assistant" or item.get("type") in ASSISTANT_SIDE)
+        for item in given
+    )
 
 
 def _rollout(index: int, row: Any, source: str) -> Converted:
     line = f"line {index + 1}"
+    label = str(index + 1)
     if not isinstance(row, dict):
-        raise LoadError(source, index, f"{line} is not a JSON object")
+        return _refused(label, f"{line} is not a JSON object")
     params, response = row.get("responses_create_params"), row.get("response")
     if not isinstance(params, dict):
-        raise LoadError(source, index, f'{line} has no "responses_create_params" object')
-    if not isinstance(response, dict) or not isinstance(response.get("output"), list):
-        raise LoadError(source, index, f'{line}: "response" has no "output" list')
+        return _refused(label, f'{line} has no "responses_create_params" object')
+    output: Any = []
+    if response is not None:
+        if not isinstance(response, dict) or not isinstance(response.get("output"), list):
+            return _refused(label, f'{line}: "response" has no "output" list')
+        output = response["output"]
     given = params.get("input")
     if isinstance(given, str):
         given = [{"role": "user", "content": given}]
     elif given is None:
         given = []
     elif not isinstance(given, list):
-        raise LoadError(source, index, f"{line}: responses_create_params.input must be a list")
+        return _refused(label, f"{line}: responses_create_params.input must be a list or a string")
     instructions = params.get("instructions")
     if not isinstance(instructions, str):
         instructions = None
-    output: list[Any] = response["output"]
     try:
-        messages, _ = items_to_chat([*given, *output], source, instructions=instructions)
+        messages, indexes = items_to_chat([*given, *output], source, instructions=instructions)
     except LoadError as exc:  # its index is the item's position in input + output
-        k = exc.index if exc.index is not None else 0
-        where = (
-            f"responses_create_params.input[{k}]"
-            if k < len(given)
-            else f"response.output[{k - len(given)}]"
-        )
-        raise LoadError(source, index, f"{line}: {where}: {exc.reason}") from None
-    return Converted(messages, [index] * len(messages), label=str(index + 1))
+        where = _place(index, exc.index if exc.index is not None else 0, len(given))
+        return _refused(label, f"{where}: {exc.reason}")
+    places = {k: _place(index, k, len(given)) for k in indexes}
+    return Converted(messages, indexes, label=label, places=places)
+
+
+def _place(line: int, k: int, given: int) -> str:
+    if k < 0:
+        return f"line {line + 1}, responses_create_params.instructions"
+    if k < given:
+        return f"line {line + 1}, responses_create_params.input[{k}]"
+    return f"line {line + 1}, response.output[{k - given}]"
+
+
+def _refused(label: str, reason: str) -> Converted:
+    return Converted([], [], label=label, refused=reason)
 
 
 READER = Reader(name="nemo-gym", lines=True, miss=miss, convert=convert)

@@ -30,6 +30,8 @@ class Converted:
     left_out: list[Note] = field(default_factory=list)  # not in the main script, and why
     label: str | None = None  # for a file of several trajectories: this one's (e.g. its line)
     system: str | None = None  # a system prompt kept beside the messages, if the log has one
+    places: dict[int, str] | None = None  # per index, its place in the file if "line N" is not it
+    refused: str | None = None  # this conversation could not be read, and why (no messages then)
 
 
 @dataclass(frozen=True, slots=True)

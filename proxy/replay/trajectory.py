@@ -73,6 +73,15 @@ class Note:
 
     index: int
     reason: str
+    where: str | None = None  # its place, when it is not a message of the trajectory (a line)
+
+
+def place_of(index: int, places: Mapping[int, str] | None, unit: str) -> str:
+    """A message's place as the file numbers it: a reader's own name for it, or its line (1-based,
+    as editors count) or its message index."""
+    if places and index in places:
+        return places[index]
+    return f"line {index + 1}" if unit == "line" else f"{unit} {index}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +98,11 @@ class Trajectory:
     skipped: tuple[Note, ...] = ()
     dropped: tuple[Note, ...] = ()
     side: tuple[Recorded, ...] = ()  # a recording's exchanges outside the main lane
+    # where an index points in the file, for notes: "line 3, response.output[4]" (the readers of
+    # files that hold several items per line give them); otherwise "<unit> <index>"
+    places: Mapping[int, str] = field(default_factory=dict)
+    unit: str = "message"  # "line": the indexes are 0-based lines of a JSONL file
+    read: int = 0  # messages read from the file (what dropped notes are a share of)
     # no turn calls a tool: the harness calls its tools through text, and the user messages
     # between turns are its observations (proxy.replay.text_based); read on every request
     text_based: bool = field(init=False)
@@ -96,6 +110,10 @@ class Trajectory:
     def __post_init__(self) -> None:
         text_based = bool(self.turns) and not any(t.tool_calls for t in self.turns)
         object.__setattr__(self, "text_based", text_based)
+
+    def place(self, index: int) -> str:
+        """Where message `index` is in the file, in the file's own numbering."""
+        return place_of(index, self.places, self.unit)
 
     @property
     def tool_call_count(self) -> int:
@@ -119,6 +137,7 @@ class Trajectory:
                     "turn": t.number,
                     "exchange": t.exchange,
                     "index": t.index,
+                    "where": self.place(t.index),
                     "text": t.text,
                     "reasoning": t.reasoning is not None,
                     "tool_calls": [
@@ -131,6 +150,12 @@ class Trajectory:
                 for t in self.turns
             ],
             "trailing_users": [u.index for u in self.trailing_users],
-            "skipped": [{"index": n.index, "reason": n.reason} for n in self.skipped],
-            "dropped": [{"index": n.index, "reason": n.reason} for n in self.dropped],
+            "skipped": [self._note(n) for n in self.skipped],
+            "dropped": [self._note(n) for n in self.dropped],
         }
+
+    def _note(self, note: Note) -> dict[str, Any]:
+        return {"index": note.index, "where": self.place_of_note(note), "reason": note.reason}
+
+    def place_of_note(self, note: Note) -> str:
+        return note.where or self.place(note.index)

@@ -92,7 +92,11 @@ def test_check_json_and_reports_every_skip(tmp_path: Path) -> None:
     assert [t["exchange"] for t in described[0]["turns"]] == [1, 1]
     assert described[0]["turns"][1]["follow_up"] == [4]
     assert described[0]["turns"][0]["final"] is True
-    assert described[0]["skipped"][0] == {"index": 1, "reason": "empty assistant message"}
+    assert described[0]["skipped"][0] == {
+        "index": 1,
+        "where": "message 1",
+        "reason": "empty assistant message, followed by another answer",
+    }
 
     # with a tool call, a user message after a text answer opens the next exchange
     call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
@@ -289,3 +293,34 @@ def test_check_json_reports_a_refused_file_with_its_reason(tmp_path: Path) -> No
     assert good["format"] == "chat"
     assert refused["source"] == str(bad) and refused["index"] is None
     assert refused["error"].startswith("not a trajectory in a format this proxy reads")
+
+
+def test_check_fails_a_file_it_mostly_drops_and_names_the_lines_of_a_rollout(
+    tmp_path: Path,
+) -> None:
+    # a text answer, then steps with no user message between and no record of separate calls:
+    # most of the file is dropped, so it is read wrongly, and CI must hear about it
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    mostly = tmp_path / "mostly.json"
+    mostly.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "task"},
+                {"role": "assistant", "content": "Hello."},
+                *[{"role": "assistant", "content": None, "tool_calls": [call]}] * 2,
+                *[{"role": "tool", "tool_call_id": "c1", "content": "out"}] * 2,
+            ]
+        )
+    )
+    result = run("check", str(mostly))
+    assert result.returncode == 1
+    assert f"{mostly}: mostly: 4 of its 6 messages were dropped" in result.stderr
+    assert "dropped message 2: assistant message right after the text-only turn (message 1)" in (
+        result.stdout
+    )
+    # a rollout's notes name the line and the item
+    rollout = ROOT / "tests/fixtures/corpus/nemo-gym/tau2.jsonl"
+    result = run("check", str(rollout))
+    assert result.returncode == 0
+    assert "turn 4 (line 1, response.output[0]): 1 tool call(s)" in result.stdout
+    assert "skipped line 1, response.output[4]: a follow-up after the last answer" in result.stdout

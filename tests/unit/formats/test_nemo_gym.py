@@ -51,7 +51,11 @@ def test_one_trajectory_per_line_with_reasoning_and_parallel_calls() -> None:
     assert t.tool_outputs["chatcmpl-tool-21c7909276c04b2aa2cc2003669f3983"] == (
         '{"detail":"Not Found"}'
     )
-    assert {turn.index for turn in t.turns} == {2}  # the line it came from
+    # notes and `check` name an item by its line and its place in input or output
+    assert [t.place(turn.index) for turn in t.turns] == [
+        "line 3, response.output[0]",
+        "line 3, response.output[6]",
+    ]
     assert t.skipped == () and t.dropped == ()
 
 
@@ -96,7 +100,11 @@ def test_reward_and_metadata_stay_out_of_the_script() -> None:
     [c] = READER.convert([(0, rows("xlam_fc.jsonl")[0])], "x.jsonl")
     text = json.dumps(c.messages)
     assert "num_expected" not in text and "predicted_calls" not in text and "reward" not in text
-    assert c.label == "1" and c.indexes == [0] * len(c.messages)
+    assert c.label == "1" and c.places is not None
+    assert [c.places[k] for k in c.indexes[:2]] == [
+        "line 1, responses_create_params.input[0]",
+        "line 1, responses_create_params.input[1]",
+    ]
 
 
 def test_labels_are_file_line_numbers_and_a_cut_off_last_line_is_left_out() -> None:
@@ -118,9 +126,9 @@ def test_miss_is_none_for_every_published_file() -> None:
     [
         ({"role": "user", "content": "hi"}, 'line 1 has no "responses_create_params"', 0),
         (["role", "user"], "line 1 is not an object", 0),
-        (  # the materialized inputs NeMo-Gym writes beside the rollouts
-            {"responses_create_params": {"input": []}, "_ng_task_index": 0},
-            'line 1 has no "response" with an "output" list',
+        (
+            {"responses_create_params": {"tools": []}, "_ng_task_index": 0},
+            '"responses_create_params" has no "input"',
             1,
         ),
     ],
@@ -142,26 +150,54 @@ def test_miss_says_what_was_expected_and_where(first: Any, where: str, closeness
             "responses_create_params.input must be a list",
         ),
         (
-            lambda r: {**r, "response": {"output": [{"type": "function_call", "name": "f"}]}},
-            "line 4: response.output[0]: function_call item needs a name and a call_id",
+            lambda r: {**r, "response": {"output": [{"type": "function_call", "call_id": "c"}]}},
+            "line 4, response.output[0]: function_call item has no name",
         ),
         (
             lambda r: {**r, "responses_create_params": {"input": ["text"]}},
-            "line 4: responses_create_params.input[0]: item is not a JSON object",
+            "line 4, responses_create_params.input[0]: item is not a JSON object",
+        ),
+        (  # cumulative transitions (verifiers, aviary): which list is the run is not recorded
+            lambda r: {**r, "response": {"output": [[{"role": "user", "content": "hi"}]]}},
+            "line 4, response.output[0]: is a list, not an item",
         ),
     ],
 )
-def test_a_broken_line_is_a_load_error_with_its_index(change: Any, reason: str) -> None:
+def test_a_line_that_cannot_be_read_is_left_out_with_its_line(change: Any, reason: str) -> None:
     lines = rows("xlam_fc.jsonl")
     lines[3] = change(lines[3])
+    found = read(lines)
+    assert [t.name for t in found] == ["rollouts.1", "rollouts.2", "rollouts.3", "rollouts.5"]
+    [note] = [n for n in found[0].skipped if n.reason.startswith("left out")]
+    assert note.where == "line 4" and reason in note.reason
+    assert not any(n.reason.startswith("left out") for t in found[1:] for n in t.skipped)
+
+
+def test_a_file_none_of_whose_lines_can_be_read_is_an_error_naming_them() -> None:
+    lines = [{**r, "response": {"output": [["transition"]]}} for r in rows("xlam_fc.jsonl")]
     with pytest.raises(LoadError) as caught:
         read(lines)
-    assert caught.value.index == 3 and reason in caught.value.reason
+    assert "no conversation in it could be read: line 1, response.output[0]: is a list" in (
+        caught.value.reason
+    )
+    assert "(and 2 more)" in caught.value.reason
 
 
-def test_a_tool_call_with_broken_arguments_points_at_its_line() -> None:
+def test_a_tool_call_with_broken_arguments_leaves_its_line_out() -> None:
     lines = rows("xlam_fc.jsonl")
     lines[1]["response"]["output"][2]["arguments"] = "{oops"
+    found = read(lines)
+    assert [t.name for t in found] == ["rollouts.1", "rollouts.3", "rollouts.4", "rollouts.5"]
+    [note] = [n for n in found[0].skipped if n.reason.startswith("left out")]
+    assert note.reason.startswith("left out: line 2, response.output[")
+    assert "arguments is not valid JSON" in note.reason
+
+
+def test_task_inputs_are_not_rollouts() -> None:
+    # the materialized inputs NeMo-Gym writes beside the rollouts: no line records an answer
+    lines = [
+        {"responses_create_params": r["responses_create_params"]} for r in rows("xlam_fc.jsonl")
+    ]
     with pytest.raises(LoadError) as caught:
         read(lines)
-    assert caught.value.index == 1 and "arguments is not valid JSON" in caught.value.reason
+    assert "NeMo-Gym task inputs, not rollouts" in caught.value.reason
