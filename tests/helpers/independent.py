@@ -1,0 +1,172 @@
+"""An independent reading of published trajectory files, for the compatibility corpus.
+
+Written from the raw JSON of each producer, without the proxy's readers: per trajectory, the model
+calls (assistant steps) in order, each as the list of its tool-call ids (None for a call the file
+records without an id). tests/unit/formats/test_corpus.py compares it with what the loader makes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+Steps = list[list[str | None]]
+
+CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
+
+
+def _jsonl(path: Path) -> list[Any]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text") or "" for p in content if isinstance(p, dict))
+    return ""
+
+
+def nemo_gym(path: Path) -> list[Steps]:
+    """Each line: input then output. A model call is a run of reasoning, function_call and
+    assistant message items; an item with its own generation_token_ids after another one that had
+    them is the next call. Assistant text before the first user message (and before any call) is
+    the environment's greeting; an empty call with another call after it, before a user message,
+    is a placeholder."""
+    out = []
+    for row in _jsonl(path):
+        given = row["responses_create_params"].get("input") or []
+        if isinstance(given, str):
+            given = [{"role": "user", "content": given}]
+        items = [*given, *(row.get("response") or {}).get("output", [])]
+        users = [k for k, it in enumerate(items) if it.get("role") == "user"]
+        first_user = users[0] if users else len(items)
+        calls: list[dict[str, Any]] = []
+        current: dict[str, Any] | None = None
+        for k, item in enumerate(items):
+            side = (
+                item.get("type") in ("reasoning", "function_call")
+                or item.get("role") == "assistant"
+            )
+            if not side:
+                current = None
+                continue
+            own = "generation_token_ids" in item
+            if current is None or (own and current["own"]):
+                current = {"at": k, "ids": [], "text": "", "own": False}
+                calls.append(current)
+            current["own"] = current["own"] or own
+            if item.get("type") == "function_call":
+                current["ids"].append(item.get("call_id"))
+            elif item.get("type") != "reasoning":
+                current["text"] += _text(item.get("content"))
+        steps: Steps = []
+        for n, call in enumerate(calls):
+            said = bool(call["ids"]) or bool(call["text"].strip())
+            if call["at"] < first_user and not steps and not call["ids"] and users:
+                continue  # the greeting, or an empty message before the task
+            if not said:
+                after = calls[n + 1]["at"] if n + 1 < len(calls) else len(items)
+                if any(call["at"] < u < after for u in users) or n + 1 == len(calls):
+                    steps.append([])  # the empty answer that was recorded
+                continue
+            steps.append(call["ids"])
+        out.append(steps)
+    return out
+
+
+def swe_agent(path: Path) -> list[Steps]:
+    history = json.loads(path.read_text())["history"]
+    agent = history[0].get("agent")
+    return [
+        [
+            [c["id"] for c in m.get("tool_calls") or []]
+            for m in history
+            if m.get("role") == "assistant" and m.get("agent") == agent and not m.get("is_demo")
+        ]
+    ]
+
+
+def mini_swe_agent(path: Path) -> list[Steps]:
+    messages = json.loads(path.read_text())["messages"]
+    return [
+        [[c["id"] for c in m.get("tool_calls") or []] for m in messages if m["role"] == "assistant"]
+    ]
+
+
+def openhands_v0(path: Path) -> list[Steps]:
+    """Actions of one model response share its id; an agent message is a text step."""
+    steps: Steps = []
+    seen: dict[str, int] = {}
+    for event in json.loads(path.read_text()):
+        if "action" not in event:
+            continue
+        meta = event.get("tool_call_metadata")
+        if meta:
+            response = meta["model_response"]["id"]
+            if response not in seen:
+                seen[response] = len(steps)
+                steps.append([])
+            steps[seen[response]].append(meta["tool_call_id"])
+        elif event["action"] == "message" and event.get("source") == "agent":
+            steps.append([])
+    return [steps]
+
+
+def llm_completions(path: Path) -> list[Steps]:
+    doc = json.loads(path.read_text())
+    replies = [m for m in doc["messages"] if m["role"] == "assistant"]
+    replies.append(doc["response"]["choices"][0]["message"])
+    return [[[c["id"] for c in m.get("tool_calls") or []] for m in replies]]
+
+
+def codex(path: Path) -> list[Steps]:
+    """Assistant-side response items up to the next token count or user/developer message."""
+    steps: Steps = []
+    current: list[str | None] | None = None
+    for line in _jsonl(path):
+        payload = line.get("payload", {})
+        if line["type"] == "response_item":
+            kind = payload.get("type")
+            if kind in ("reasoning", *CALL_TYPES) or (
+                kind == "message" and payload.get("role") == "assistant"
+            ):
+                if current is None:
+                    current = []
+                    steps.append(current)
+                if kind in CALL_TYPES:
+                    current.append(payload.get("call_id"))
+            elif kind == "message" and payload.get("role") in ("user", "developer"):
+                current = None
+        elif line["type"] == "event_msg" and payload.get("type") == "token_count":
+            current = None
+    return [steps]
+
+
+def claude_code(path: Path) -> list[Steps]:
+    """Assistant lines of the main chain grouped by message.id (one line per content block)."""
+    steps: Steps = []
+    seen: dict[str, int] = {}
+    for line in _jsonl(path):
+        if line.get("type") != "assistant" or line.get("isSidechain"):
+            continue
+        message = line["message"]
+        if message["id"] not in seen:
+            seen[message["id"]] = len(steps)
+            steps.append([])
+        for block in message["content"]:
+            if block.get("type") == "tool_use":
+                steps[seen[message["id"]]].append(block["id"])
+    return [steps]
+
+
+READINGS = {
+    "nemo-gym": nemo_gym,
+    "swe-agent": swe_agent,
+    "mini-swe-agent": mini_swe_agent,
+    "openhands-v0": openhands_v0,
+    "llm-completions": llm_completions,
+    "codex": codex,
+    "claude-code": claude_code,
+}
