@@ -265,6 +265,14 @@ def check(files: Sequence[Path], *, as_json: bool = False) -> int:
             if as_json:
                 described.append({"source": str(path), "error": exc.reason, "index": exc.index})
             continue
+        left = sum(n.reason.startswith("left out: ") for n in found[0].skipped)
+        if left > len(found):  # most of a file of several conversations could not be read
+            print(
+                f"{path}: {left} of its {left + len(found)} conversations could not be read "
+                "(see the notes of the first one)",
+                file=sys.stderr,
+            )
+            failed = True
         for trajectory in found:
             if as_json:
                 described.append(trajectory.summary())

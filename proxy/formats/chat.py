@@ -14,8 +14,9 @@
 - an assistant message right after a text-only turn is dropped, unless the file records it as a
   model call of its own (it carries `generation_token_ids`, as NeMo-Gym's training rollouts do for
   each call): then it is the next turn, whose prompt (an observation, a user line) was not recorded;
-- an empty assistant message is skipped when another one follows it before the next user message
-  (a placeholder); otherwise it is the answer that was recorded, and is replayed as it was;
+- an empty assistant message that is the last answer is replayed as it was recorded; one with
+  more answers after it is skipped (requests are read without empty messages: served mid-script,
+  it would be due again), and so is one before the task;
 - a tool message without a tool_call_id answers the earliest call of the turn before it that had
   no recorded id (so a file that records no ids at all still pairs calls and outputs);
 - skipped and dropped messages are reported;
@@ -58,8 +59,8 @@ def trajectory_from_messages(
     first_user = next(
         (p for p, m in enumerate(messages) if type(m) is dict and m.get("role") == "user"), -1
     )
-    # an empty answer (index, reasoning, a model call of its own), until what follows settles it
-    empty: tuple[int, str | None, bool] | None = None
+    empty: tuple[int, str | None] | None = None  # an empty answer, until what follows settles it
+    provisional = False  # the last turn is an empty answer, which stands only if no answer follows
     unanswered: list[str] = []  # ids made up for the last turn's calls, not answered yet
     turns: list[Turn] = []
     pending: list[UserMessage] = []
@@ -82,11 +83,11 @@ def trajectory_from_messages(
         if content is not None and type(content) is not str and type(content) is not list:
             raise LoadError(source, idx, "content must be a string, a list of parts, or null")
         if empty is not None and role in ("assistant", "user"):
-            if role == "assistant" and not (empty[2] and OWN_CALL in msg):
+            if role == "assistant" or provisional:
                 skipped.append(_placeholder(empty))
-            else:  # a user message, or the next model call: the empty answer stands
+            else:  # a user message: the empty answer ended its exchange, unless more answers come
                 final_index = _empty_answer(turns, empty, pending, follow_up, exchange)
-                pending, follow_up = [], []
+                pending, follow_up, unanswered, provisional = [], [], [], True
             empty = None
         if final_index is not None and role in ("assistant", "tool"):
             if not follow_up and role == "assistant" and OWN_CALL in msg:
@@ -104,7 +105,7 @@ def trajectory_from_messages(
             final_index = None
             exchange += 1
         if role in ("system", "developer"):
-            if task is None:
+            if task is None and not turns:  # the prompt ends at the task or the first turn
                 systems.append(text_of(content))
         elif role == "tool":
             call_id = msg.get("tool_call_id")
@@ -122,18 +123,18 @@ def trajectory_from_messages(
             else:
                 pending.append(UserMessage(idx, content if content is not None else ""))
         elif role == "assistant":
-            number = len(turns) + 1
-            calls, made_up = _tool_calls(msg, source, idx, digest, number)
             reasoning, text = _assistant_text(msg, content)
-            if not calls and not text.strip():
-                if empty is not None:  # two in a row: the first was a placeholder
-                    skipped.append(_placeholder(empty))
+            if not msg.get("tool_calls") and not msg.get("function_call") and not text.strip():
                 if task is None and not turns and pos < first_user:
                     skipped.append(Note(idx, "empty assistant message before the task"))
-                    empty = None
                 else:
-                    empty = (idx, reasoning, OWN_CALL in msg)
+                    empty = (idx, reasoning)
                 continue
+            if provisional:  # an answer follows the empty one: a harness never sends it back
+                pending, follow_up, exchange = _withdrawn(turns, pending, follow_up, skipped)
+                provisional = False
+            number = len(turns) + 1
+            calls, made_up = _tool_calls(msg, source, idx, digest, number)
             if not calls and task is None and not turns and pos < first_user:
                 greetings.append(text)  # before the task: prompt, compared like the system prompt
                 continue
@@ -156,9 +157,11 @@ def trajectory_from_messages(
                 final_index = idx
         else:
             skipped.append(Note(idx, f"unknown role {role!r}"))
-    if empty is not None:  # the last answer was empty: that is what was recorded
+    if empty is not None and not provisional:  # the last answer was empty: as it was recorded
         _empty_answer(turns, empty, pending, follow_up, exchange)
         pending, follow_up = [], []
+    elif empty is not None:
+        skipped.append(_placeholder(empty))
     text_based = bool(turns) and not any(t.tool_calls for t in turns)
     if text_based:  # the user messages between turns are observations: one exchange
         for turn in turns:
@@ -194,20 +197,37 @@ def trajectory_from_messages(
     )
 
 
-def _placeholder(empty: tuple[int, str | None, bool]) -> Note:
+def _placeholder(empty: tuple[int, str | None]) -> Note:
     only = " (reasoning only)" if empty[1] else ""
     return Note(empty[0], f"empty assistant message{only}, followed by another answer")
 
 
+def _withdrawn(
+    turns: list[Turn], pending: list[UserMessage], follow_up: list[UserMessage], skipped: list[Note]
+) -> tuple[list[UserMessage], list[UserMessage], int]:
+    """Take back an empty answer that more answers follow. The request parsers pass over empty
+    assistant messages, so served mid-script it would be due again on every request; it is skipped,
+    and the user messages after it come before the next turn, as if it had never been read."""
+    empty = turns.pop()
+    skipped.append(
+        Note(
+            empty.index,
+            "empty assistant message, followed by more of the run: only a last answer is "
+            "replayed empty",
+        )
+    )
+    return [*empty.users_before, *follow_up, *pending], list(empty.follow_up), empty.exchange
+
+
 def _empty_answer(
     turns: list[Turn],
-    empty: tuple[int, str | None, bool],
+    empty: tuple[int, str | None],
     pending: list[UserMessage],
     follow_up: list[UserMessage],
     exchange: int,
 ) -> int:
     """An empty answer that nothing replaced: a final turn with no text, as the model gave it."""
-    idx, reasoning, _ = empty
+    idx, reasoning = empty
     turns.append(
         Turn(
             len(turns) + 1, idx, "", reasoning, (), tuple(pending), None, exchange, tuple(follow_up)

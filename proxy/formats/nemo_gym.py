@@ -33,7 +33,8 @@ EXPECTED = (
 
 
 def miss(lines: Lines) -> Miss | None:
-    number, first = lines[0]  # the framework never passes an empty file
+    # the first object decides (a broken first line is left out like any other)
+    number, first = next(((n, v) for n, v in lines if isinstance(v, dict)), lines[0])
     where = f"line {number + 1}"
     if not isinstance(first, dict):
         return Miss(f"expected {EXPECTED}: {where} is not an object")
@@ -66,7 +67,8 @@ def _answers(row: Any) -> bool:
         return False
     if isinstance(row.get("response"), dict):
         return True
-    given = (row.get("responses_create_params") or {}).get("input")
+    params = row.get("responses_create_params")
+    given = params.get("input") if isinstance(params, dict) else None
     return isinstance(given, list) and any(
         isinstance(item, dict)
         and (item.get("role") == "assistant" or item.get("type") in ASSISTANT_SIDE)

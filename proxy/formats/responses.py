@@ -41,7 +41,9 @@ def items_to_chat(
         kind = item.get("type", "message" if "role" in item else None)
         if (kind == "message" and item.get("role") == "assistant") or kind in ASSISTANT_SIDE:
             call = "generation_token_ids" in item
-            if current is not None and call and generated:  # the next model call
+            # the next model call: an item with its own token ids, or a reasoning item (a call's
+            # first item) once the current call's token-bearing item has come
+            if current is not None and generated and (call or kind == "reasoning"):
                 if texts is not None:
                     current["content"] = appended(texts, "\n")
                     texts = None

@@ -131,7 +131,8 @@ class Conversation:
 def fold_greeting(conv: Conversation) -> Conversation:
     """Assistant text before the task (before the first user message and any tool call: a
     greeting the environment put in the prompt) is prompt, compared like the system prompt, not
-    an answer of the script: the loader reads a file's the same way (formats/chat.py)."""
+    an answer of the script; and a request whose agent called a tool before any user message has
+    no task. The loader reads a file the same way (formats/chat.py)."""
     if conv.task is None or not conv.replies:
         return conv
     first_user = next(iter(conv.users))  # filled in message order
@@ -140,6 +141,9 @@ def fold_greeting(conv: Conversation) -> Conversation:
         if reply.position > first_user or reply.calls:
             break
         k += 1
+    if k < len(conv.replies) and conv.replies[k].position < first_user:
+        conv.task = None  # the agent acted before any user line: no task, as the loader reads it
+        return conv
     if k:
         greeting = [r.text for r in conv.replies[:k]]
         conv.system = "\n".join([conv.system, *greeting] if conv.system else greeting)

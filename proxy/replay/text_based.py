@@ -29,8 +29,8 @@ from proxy.replay.trajectory import Trajectory
 
 def belongs(conv: Conversation, script: Trajectory, masks: Sequence[re.Pattern[str]] = ()) -> bool:
     """Whether a tool-less request is the text-based script's own conversation."""
-    if not script.text_based or script.task is None or conv.task is None:
+    if not script.text_based or (script.task is None) != (conv.task is None):
         return False
-    if prompt(conv.task, masks) != prompt(script.task, masks):
-        return False
+    if script.task is not None and prompt(conv.task or "", masks) != prompt(script.task, masks):
+        return False  # a script with no task (no user line was recorded) matches on its prompt
     return prompt(conv.system, masks) == prompt(script.system or "", masks)

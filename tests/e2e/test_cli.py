@@ -324,3 +324,15 @@ def test_check_fails_a_file_it_mostly_drops_and_names_the_lines_of_a_rollout(
     assert result.returncode == 0
     assert "turn 4 (line 1, response.output[0]): 1 tool call(s)" in result.stdout
     assert "skipped line 1, response.output[4]: a follow-up after the last answer" in result.stdout
+
+
+def test_check_fails_a_rollout_file_most_of_whose_lines_it_cannot_read(tmp_path: Path) -> None:
+    good = (ROOT / "tests/fixtures/corpus/nemo-gym/tau2.jsonl").read_text().strip()
+    row = json.loads(good)
+    transitions = json.dumps({**row, "response": {"output": [row["response"]["output"]]}})
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text("\n".join([good, transitions, transitions]) + "\n")
+    result = run("check", str(path))
+    assert result.returncode == 1
+    assert f"{path}: 2 of its 3 conversations could not be read" in result.stderr
+    assert "skipped line 2: left out: line 2, response.output[0]: is a list" in result.stdout

@@ -32,8 +32,7 @@ def nemo_gym(path: Path) -> list[Steps]:
     """Each line: input then output. A model call is a run of reasoning, function_call and
     assistant message items; an item with its own generation_token_ids after another one that had
     them is the next call. Assistant text before the first user message (and before any call) is
-    the environment's greeting; an empty call with another call after it, before a user message,
-    is a placeholder."""
+    the environment's greeting; an empty call is replayed only as the last answer of the run."""
     out = []
     for row in _jsonl(path):
         given = row["responses_create_params"].get("input") or []
@@ -67,9 +66,9 @@ def nemo_gym(path: Path) -> list[Steps]:
             if call["at"] < first_user and not steps and not call["ids"] and users:
                 continue  # the greeting, or an empty message before the task
             if not said:
-                after = calls[n + 1]["at"] if n + 1 < len(calls) else len(items)
-                if any(call["at"] < u < after for u in users) or n + 1 == len(calls):
-                    steps.append([])  # the empty answer that was recorded
+                later = any(c["ids"] or c["text"].strip() for c in calls[n + 1 :])
+                if not later and not (steps and steps[-1] == [] and not calls[n - 1]["text"]):
+                    steps.append([])  # the empty last answer that was recorded
                 continue
             steps.append(call["ids"])
         out.append(steps)

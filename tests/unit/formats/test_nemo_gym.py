@@ -125,7 +125,7 @@ def test_miss_is_none_for_every_published_file() -> None:
     ("first", "where", "closeness"),
     [
         ({"role": "user", "content": "hi"}, 'line 1 has no "responses_create_params"', 0),
-        (["role", "user"], "line 1 is not an object", 0),
+        (["role", "user"], 'line 2 has no "responses_create_params"', 0),  # the first object
         (
             {"responses_create_params": {"tools": []}, "_ng_task_index": 0},
             '"responses_create_params" has no "input"',
@@ -201,3 +201,13 @@ def test_task_inputs_are_not_rollouts() -> None:
     with pytest.raises(LoadError) as caught:
         read(lines)
     assert "NeMo-Gym task inputs, not rollouts" in caught.value.reason
+
+
+def test_a_broken_first_line_is_left_out_like_any_other() -> None:
+    lines: list[Any] = [["not", "a", "rollout"], *rows("xlam_fc.jsonl")[:2]]
+    found = read(lines)
+    assert [t.name for t in found] == ["rollouts.2", "rollouts.3"]
+    assert found[0].skipped[0].reason == "left out: line 1 is not a JSON object"
+    # a line whose params are not an object cannot crash the check for answers
+    with pytest.raises(LoadError):
+        read([{"responses_create_params": {"input": "hi"}}, {"responses_create_params": "oops"}])

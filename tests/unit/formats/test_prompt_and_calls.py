@@ -157,7 +157,8 @@ def test_an_empty_answer_is_replayed_as_it_was_recorded() -> None:
     last = load([message("user", "Solve it."), message("assistant", "")])
     assert [(turn.text, turn.final) for turn in last.turns] == [("", True)]
     assert last.skipped == ()
-    # reasoning only, then the next exchange: the empty answer still ends the first one
+    # more of the run after it: the harness would send the empty answer back and the request
+    # parsers pass over empty messages, so it would be due again; it is skipped, as before
     t = load(
         [
             {"role": "user", "content": "task"},
@@ -168,12 +169,13 @@ def test_an_empty_answer_is_replayed_as_it_was_recorded() -> None:
             {"role": "assistant", "content": "Fine."},
         ]
     )
-    assert [(turn.text, turn.reasoning, turn.exchange) for turn in t.turns] == [
-        ("", "nothing to say", 1),
-        ("", None, 2),
-        ("Fine.", None, 2),
+    assert [([c.id for c in turn.tool_calls], turn.text) for turn in t.turns] == [
+        (["c1"], ""),
+        ([], "Fine."),
     ]
-    assert [u.content for u in t.turns[1].follow_up] == ["well?"]
+    assert [u.content for u in t.turns[0].users_before] == ["well?"]
+    assert [n.index for n in t.skipped] == [1]
+    assert "followed by more of the run" in t.skipped[0].reason
     # an empty message before the task is no answer of the script
     before = load([{"role": "assistant", "content": ""}, {"role": "user", "content": "task"}])
     assert before.turns == () and before.skipped[0].reason == (
@@ -246,3 +248,33 @@ def test_the_new_shapes_convert_to_chat_json_and_back() -> None:
         again = load_bytes(orjson.dumps(to_messages(original)), name="t", source="t.json")
         assert again.dropped == () and again.skipped == ()
         same_script(original, again)
+
+
+def test_a_reasoning_item_opens_the_next_model_call_once_the_last_one_is_recorded() -> None:
+    # vLLM's items of one call: reasoning, then the message that carries the call's token ids
+    t = load(
+        [
+            message("user", "Solve."),
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "think 1"}]},
+            message("assistant", "a", **tokens(5)),
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "think 2"}]},
+            message("assistant", "b", **tokens(9)),
+        ]
+    )
+    assert [(turn.text, turn.reasoning) for turn in t.turns] == [("a", "think 1"), ("b", "think 2")]
+
+
+def test_a_request_whose_agent_acted_before_any_user_line_has_no_task_as_its_script() -> None:
+    doc = [
+        {"role": "system", "content": "A"},
+        {"role": "assistant", "content": None, "tool_calls": [call("c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Bob"},
+        {"role": "assistant", "content": "Hello Bob."},
+        {"role": "user", "content": "u"},
+        {"role": "system", "content": "B"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    script = load(doc)
+    conv = parse_chat({"model": "m", "messages": doc[:5]})
+    assert (script.task, script.system) == (None, "A")
+    assert (conv.task, conv.system) == (None, "A")
