@@ -252,7 +252,7 @@ def check(files: Sequence[Path], *, as_json: bool = False) -> int:
     import orjson
 
     from proxy.errors import LoadError
-    from proxy.formats import load_all
+    from proxy.formats import LEFT_OUT, load_all
 
     failed = False
     described: list[dict[str, Any]] = []
@@ -265,7 +265,7 @@ def check(files: Sequence[Path], *, as_json: bool = False) -> int:
             if as_json:
                 described.append({"source": str(path), "error": exc.reason, "index": exc.index})
             continue
-        left = sum(n.reason.startswith("left out: ") for n in found[0].skipped)
+        left = sum(n.reason.startswith(LEFT_OUT) for n in found[0].skipped)
         if left > len(found):  # most of a file of several conversations could not be read
             print(
                 f"{path}: {left} of its {left + len(found)} conversations could not be read "

@@ -59,7 +59,9 @@ from proxy.replay.trajectory import Note, Trajectory
 
 log = logging.getLogger("proxy.formats")
 
-__all__ = ["LoadError", "load_all", "load_bytes", "load_file", "read_with"]
+LEFT_OUT = "left out: "  # starts the note of a conversation of the file that could not be read
+
+__all__ = ["LEFT_OUT", "LoadError", "load_all", "load_bytes", "load_file", "read_with"]
 
 # the harnesses' own logs: tried in this order, before the generic shapes
 READERS: tuple[Reader, ...] = (
@@ -255,7 +257,7 @@ def _converted(
             raise LoadError(source, None, f"no conversation in it could be read: {reasons}{more}")
         raise LoadError(source, None, f"a {reader.name} file, but it holds no conversation")
     if refused:  # told once, with the first conversation of the file, and in the log
-        left = [Note(-1, f"left out: {why}", f"line {label}") for label, why in refused]
+        left = [Note(-1, f"{LEFT_OUT}{why}", f"line {label}") for label, why in refused]
         out[0] = dataclasses.replace(out[0], skipped=(*left, *out[0].skipped))
         for _, why in refused:
             log.warning("%s: left out: %s", source, why)

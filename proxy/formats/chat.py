@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,12 +57,11 @@ def trajectory_from_messages(
     task: str | None = None
     systems: list[str] = []  # joined once as the API parsers join them (conv.system)
     greetings: list[str] = []  # assistant text before the task: prompt (replay.conversation)
-    first_user = next(
-        (p for p, m in enumerate(messages) if type(m) is dict and m.get("role") == "user"), -1
-    )
+    # until the task or a turn, no user message has come: "before the task" needs one to follow
+    has_user = any(type(m) is dict and m.get("role") == "user" for m in messages)
     empty: tuple[int, str | None] | None = None  # an empty answer, until what follows settles it
     provisional = False  # the last turn is an empty answer, which stands only if no answer follows
-    unanswered: list[str] = []  # ids made up for the last turn's calls, not answered yet
+    unanswered: deque[str] = deque()  # ids made up for the last turn's calls, not answered yet
     turns: list[Turn] = []
     pending: list[UserMessage] = []
     outputs: dict[str, str] = {}
@@ -87,7 +87,8 @@ def trajectory_from_messages(
                 skipped.append(_placeholder(empty))
             else:  # a user message: the empty answer ended its exchange, unless more answers come
                 final_index = _empty_answer(turns, empty, pending, follow_up, exchange)
-                pending, follow_up, unanswered, provisional = [], [], [], True
+                pending, follow_up, provisional = [], [], True
+                unanswered.clear()
             empty = None
         if final_index is not None and role in ("assistant", "tool"):
             if not follow_up and role == "assistant" and OWN_CALL in msg:
@@ -110,7 +111,7 @@ def trajectory_from_messages(
         elif role == "tool":
             call_id = msg.get("tool_call_id")
             if type(call_id) is not str and unanswered:
-                call_id = unanswered.pop(0)
+                call_id = unanswered.popleft()
             if type(call_id) is str:
                 outputs[call_id] = content if type(content) is str else text_of(content)
             else:
@@ -124,8 +125,9 @@ def trajectory_from_messages(
                 pending.append(UserMessage(idx, content if content is not None else ""))
         elif role == "assistant":
             reasoning, text = _assistant_text(msg, content)
-            if not msg.get("tool_calls") and not msg.get("function_call") and not text.strip():
-                if task is None and not turns and pos < first_user:
+            calling = bool(msg.get("tool_calls")) or isinstance(msg.get("function_call"), dict)
+            if not calling and not text.strip():
+                if task is None and not turns and has_user:
                     skipped.append(Note(idx, "empty assistant message before the task"))
                 else:
                     empty = (idx, reasoning)
@@ -135,10 +137,10 @@ def trajectory_from_messages(
                 provisional = False
             number = len(turns) + 1
             calls, made_up = _tool_calls(msg, source, idx, digest, number)
-            if not calls and task is None and not turns and pos < first_user:
+            if not calls and task is None and not turns and has_user:
                 greetings.append(text)  # before the task: prompt, compared like the system prompt
                 continue
-            unanswered = made_up
+            unanswered = deque(made_up)
             turns.append(
                 Turn(
                     number,

@@ -2,11 +2,11 @@
 
 Consecutive assistant-side items (reasoning, an assistant message, function calls) form one
 assistant message, unless the file records them as separate model calls: an item that carries
-its own token ids (`generation_token_ids`, as NeMo-Gym writes them for training) after another
-that did starts a new one. `function_call_output` becomes a tool message matched by `call_id`
-(a call without one gets its deterministic id from the chat loader, and an output without one
-answers it); an item with a `role` and no `type` is a message. Each chat message remembers the index of the item it
-came from, so errors and notes point into the file.
+its own token ids (`generation_token_ids`, as NeMo-Gym writes them for training), or a reasoning
+item, after another that did starts a new one. `function_call_output` becomes a tool message
+matched by `call_id` (a call without one gets its deterministic id from the chat loader, and an
+output without one answers it); an item with a `role` and no `type` is a message. Each chat
+message remembers the index of the item it came from, so errors and notes point into the file.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def items_to_chat(
             raise LoadError(source, index, _not_an_item(item))
         kind = item.get("type", "message" if "role" in item else None)
         if (kind == "message" and item.get("role") == "assistant") or kind in ASSISTANT_SIDE:
-            call = "generation_token_ids" in item
+            call = OWN_CALL in item
             # the next model call: an item with its own token ids, or a reasoning item (a call's
             # first item) once the current call's token-bearing item has come
             if current is not None and generated and (call or kind == "reasoning"):
@@ -54,7 +54,7 @@ def items_to_chat(
                 indexes.append(index)
                 generated = False
             if call and not generated:  # the chat loader tells separate model calls apart by it
-                current[OWN_CALL] = item["generation_token_ids"]
+                current[OWN_CALL] = item[OWN_CALL]
             generated = generated or call
             if kind == "message":
                 if texts is None:
