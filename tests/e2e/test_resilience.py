@@ -6,7 +6,10 @@ half its events, or a JSON answer closed after its headers. Each harness retries
 (its SDK's retries, or its own stream retries), is served the same turns again, runs every step
 exactly once, and then ends the run live against the fake upstream. Claude Code (2.1.x, `-p`) and
 Gemini CLI (0.61) retry the 429 but not a stream cut mid-response: they stop there, and a test
-says so.
+says so. One race is theirs, not ours: a stream reader that meets the close before it has read the
+events that came with it drops them (a WHATWG stream's error empties its queue), so the harness
+saw no event at all and retries the turn whole, as it would after a refused connection. Claude
+Code does this now and then; the test accepts either path and checks each exactly.
 
 Marked `harness`: `pytest -m "not harness"` skips them locally; .ci/run runs them.
 """
@@ -79,9 +82,14 @@ def test_the_harness_retries_the_429_but_stops_on_a_cut_stream(
     why = f"\n{result.tail()}\nsessions: {sessions}"
     assert result.returncode != 0, why
     said = (result.logs / "stdout.log").read_text() + (result.logs / "stderr.log").read_text()
-    assert STOPPERS[name] in said, why
     [main] = [s for s in sessions if s["script"] is not None]
     injected = [(i["turn"], i["kind"]) for i in main["faults"]["injected"]]
     assert injected == [(2, "429:0.1"), (3, "drop")], why
-    assert main["turns_served"] == 2, why  # turn 2 after its 429; turn 3 never came whole
-    assert (result.repo / "runs.log").read_text() == "step1\nstep2\n"
+    ran = (result.repo / "runs.log").read_text()
+    if STOPPERS[name] in said:  # it kept the events it had read, and stopped
+        assert main["turns_served"] == 2, why  # turn 2 after its 429; turn 3 never came whole
+        assert ran == "step1\nstep2\n", why
+    else:  # the cut reached it before any event: turn 3 again, whole, then live (unreachable)
+        assert main["turns_served"] == 3 and main["divergences"] == 0, why
+        assert ran == "step1\nstep2\nstep3\n", why
+        assert "502" in said and "cannot be reached" in said, why
