@@ -63,7 +63,7 @@ def create_app(
             copy_limit=settings.max_body_bytes,
             instance=instance_id(),
         )
-    masks = compile_masks(settings.mask)
+    masks = compile_masks(settings.masks())
     secrets = tuple(
         s.get_secret_value()
         for s in (settings.upstream_api_key, settings.admin_token)
@@ -73,8 +73,11 @@ def create_app(
         on_divergence=settings.on_divergence,
         on_observation=settings.on_observation_divergence,
         after_script=settings.after_script,
-        strict=StrictReplay(masks) if settings.mode is Mode.STRICT else None,
+        strict=StrictReplay(masks, presets=settings.presets)
+        if settings.mode is Mode.STRICT
+        else None,
         masks=masks,
+        fail_on=settings.fail_on,
     )
     runtime = Runtime(
         settings=settings,

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from proxy.replay.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
+from proxy.replay.engine import AfterScript, DivergencePolicy, FailOn, Mode, ObservationPolicy
 from proxy.replay.faults import Fault, FaultError, parse_flag
 
 DEFAULT_SESSION_HEADERS = (
@@ -42,6 +42,27 @@ class LogLevel(StrEnum):
     ERROR = "error"
 
 
+def read_mask_file(path: Path) -> tuple[str, ...]:
+    """A mask file (`replay-proxy masks suggest` writes one): a pattern per line; blank lines and
+    lines starting with # are left out."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the mask file {str(path)!r}: {exc}") from None
+    return tuple(
+        line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    )
+
+
+def _compiled(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+    return patterns
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="REPLAY_PROXY_", extra="forbid", frozen=True)
 
@@ -60,6 +81,9 @@ class Settings(BaseSettings):
     mode: Mode = Mode.RESUME
     replay_turns: int | None = Field(default=None, ge=0)  # every session branches at turn K
     mask: Annotated[tuple[str, ...], NoDecode] = ()
+    mask_file: Annotated[tuple[Path, ...], NoDecode] = ()  # one pattern per line, # comments
+    presets: bool = True  # the recognised harness's masks (proxy.replay.presets) apply in strict
+    fail_on: FailOn = FailOn.ANY  # changed: a volatile divergence is noted and served
     fault: Annotated[tuple[str, ...], NoDecode] = ()  # TURN:KIND[:SECONDS], every session
     record_dir: Path | None = None
     dump_dir: Path | None = None
@@ -87,7 +111,13 @@ class Settings(BaseSettings):
     shutdown_timeout: float = Field(default=30.0, ge=0)  # SIGTERM: how long answers may finish
 
     @field_validator(
-        "trajectory", "session_header", "subagent_header", "fault", "allowed_host", mode="before"
+        "trajectory",
+        "session_header",
+        "subagent_header",
+        "fault",
+        "allowed_host",
+        "mask_file",
+        mode="before",
     )
     @classmethod
     def _split(cls, value: Any) -> Any:
@@ -118,12 +148,21 @@ class Settings(BaseSettings):
     @field_validator("mask")
     @classmethod
     def _compiles(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for pattern in value:
+        return _compiled(value)
+
+    @field_validator("mask_file")
+    @classmethod
+    def _mask_files(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
+        for path in value:
             try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+                _compiled(read_mask_file(path))
+            except ValueError as exc:
+                raise ValueError(f"{path}: {exc}") from None
         return value
+
+    def masks(self) -> tuple[str, ...]:
+        """--mask patterns, then those of each --mask-file."""
+        return (*self.mask, *(p for path in self.mask_file for p in read_mask_file(path)))
 
     @field_validator("fault")
     @classmethod

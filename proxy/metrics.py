@@ -36,7 +36,8 @@ REQUESTS = (
 )
 DIVERGENCES = (
     "replay_proxy_divergences",
-    "Requests whose history, request or tool result differed from the script, by kind",
+    "Requests whose history, request or tool result differed from the script, by kind and "
+    "verdict (volatile: only values that change between runs differ; changed: anything else)",
 )
 FAULTS = (
     "replay_proxy_faults_injected",
@@ -81,7 +82,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.requests: dict[RequestKey, int] = {}
-        self.divergences: dict[str, int] = {}
+        self.divergences: dict[tuple[str, str], int] = {}
         self.faults: dict[str, int] = {}
         self.expired = 0
         self.timings: dict[str, tuple[Timing, Timing]] = {}  # api -> (to last byte, to first)
@@ -93,10 +94,11 @@ class Metrics:
         if self.files is not None:
             self.files.requests.labels(api, lane, source, str(status)).inc()
 
-    def diverged(self, kind: str) -> None:
-        self.divergences[kind] = self.divergences.get(kind, 0) + 1
+    def diverged(self, kind: str, verdict: str) -> None:
+        key = (kind, verdict)
+        self.divergences[key] = self.divergences.get(key, 0) + 1
         if self.files is not None:
-            self.files.divergences.labels(kind).inc()
+            self.files.divergences.labels(kind, verdict).inc()
 
     def fault(self, kind: str) -> None:
         self.faults[kind] = self.faults.get(kind, 0) + 1
@@ -142,9 +144,9 @@ class Metrics:
         for (api, lane, source, status), count in self.requests.items():
             requests.add_metric([api, lane, source, str(status)], count)
         yield requests
-        divergences = CounterMetricFamily(*DIVERGENCES, labels=["kind"])
-        for kind, count in self.divergences.items():
-            divergences.add_metric([kind], count)
+        divergences = CounterMetricFamily(*DIVERGENCES, labels=["kind", "verdict"])
+        for (kind, verdict), count in self.divergences.items():
+            divergences.add_metric([kind, verdict], count)
         yield divergences
         faults = CounterMetricFamily(*FAULTS, labels=["kind"])
         for kind, count in self.faults.items():
@@ -164,7 +166,7 @@ class Files:
 
     def __init__(self) -> None:
         self.requests = Counter(*REQUESTS, REQUEST_LABELS, registry=None)
-        self.divergences = Counter(*DIVERGENCES, ["kind"], registry=None)
+        self.divergences = Counter(*DIVERGENCES, ["kind", "verdict"], registry=None)
         self.faults = Counter(*FAULTS, ["kind"], registry=None)
         self.expired = Counter(*EXPIRED, registry=None)
         self.upstream_seconds = Histogram(

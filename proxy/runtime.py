@@ -14,6 +14,7 @@ from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Exchange, Recorder
 from proxy.recording.tap import Tap, client_secrets
 from proxy.replay.engine import Rules
+from proxy.replay.presets import Preset, recognise
 from proxy.sessions.library import Library
 from proxy.sessions.registry import Sessions
 from proxy.store import Store
@@ -36,6 +37,13 @@ class Runtime:
     @property
     def strict(self) -> bool:
         return self.rules.strict is not None
+
+    def preset(self, user_agent: str, body: object) -> Preset | None:
+        """The preset of the harness that sent the request, in strict mode and when recording
+        (elsewhere nothing reads it); None with --no-presets."""
+        if not self.settings.presets or not (self.strict or self.recorder is not None):
+            return None
+        return recognise(body, user_agent)
 
     def answered(
         self, api: str, session: str, lane: str, source: str, turn: str, status: int, started: float

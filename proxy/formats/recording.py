@@ -223,4 +223,5 @@ def _recorded(index: int, exchange: dict[str, Any]) -> Recorded:
         stream=bool(exchange.get("stream")),
         content_type=str(exchange.get("content_type") or "application/json"),
         body=body,
+        preset=preset if isinstance(preset := exchange.get("preset"), str) else None,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,8 +28,9 @@ from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
 from proxy.recording.tap import Tap, dump_record
 from proxy.replay.conversation import Conversation, Lane, session_id
-from proxy.replay.engine import Diverged, Forward, Scripted, Stop, decide
+from proxy.replay.engine import Diverged, Divergence, Forward, Scripted, Stop, decide
 from proxy.replay.faults import Fault, Kind
+from proxy.replay.presets import Preset
 from proxy.replay.text_based import belongs
 from proxy.replay.trajectory import Trajectory, Turn
 from proxy.runtime import Runtime
@@ -59,6 +61,7 @@ class InFlight:
     tap: Tap | None  # only with --record-dir or --dump-dir
     started: float  # time.perf_counter() when it came in
     headers: list[tuple[bytes, bytes]]  # added to the answer's
+    preset: Preset | None  # the harness's (strict mode and recording only)
 
     def done(self, source: str, turn: str, status: int) -> None:
         self.runtime.answered(
@@ -75,6 +78,7 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
         (v for h in runtime.settings.subagent_header if (v := request.headers.get(h))), None
     )
     lane = conv.lane(subagent=parent is not None)
+    preset = runtime.preset(request.headers.get("user-agent") or "", body)
     binding = None
     if lane is Lane.TOOLLESS:  # a side call, unless it is a text-based script's conversation
         binding = await _text_based(request, runtime, conv, session)
@@ -90,15 +94,17 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
             stream=conv.stream,
             perf_start=started,
         )
+        if tap is not None and preset is not None:
+            tap.exchange.preset = preset.name
     headers = [(b"x-replay-session", session.encode())]
     call = InFlight(
-        request, runtime, api, conv, body, raw, session, lane, parent, tap, started, headers
+        request, runtime, api, conv, body, raw, session, lane, parent, tap, started, headers, preset
     )
 
     if lane is not Lane.MAIN:
         if runtime.strict:
             response = await answer_recorded(
-                request, runtime, session, lane, body, call.headers, tap
+                request, runtime, session, lane, body, call.headers, tap, preset
             )
             call.done("recorded", "-", response.status_code)
             return response
@@ -154,20 +160,32 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             rules=runtime.rules,
             body=call.body if runtime.strict else None,
             branch=state.replay_turns if state is not None else None,
+            preset=call.preset,
         ),
     )
     state, fault = await runtime.sessions.record(
-        call.session, call.lane, decision, messages=conv.message_count
+        call.session,
+        call.lane,
+        decision,
+        messages=conv.message_count,
+        preset=call.preset.name if call.preset else None,
     )
     observed = decision.observations.divergence
     if observed is not None:
-        runtime.metrics.diverged("observation")
+        _count(runtime, observed)
         if not isinstance(decision, Diverged):
             log.warning("session=%s %s", call.session, observed.describe())
+    if isinstance(decision, Scripted) and decision.volatile is not None:
+        _count(runtime, decision.volatile)
+        log.warning(
+            "session=%s served despite a volatile difference (--fail-on changed): %s",
+            call.session,
+            decision.volatile.describe(),
+        )
 
     if isinstance(decision, Diverged):
-        runtime.metrics.diverged(decision.divergence.kind)
-        error = _diverged(call.session, script, decision)
+        _count(runtime, decision.divergence)
+        error = _diverged(call.session, script, decision, call.preset)
         call.done("diverged", f"{decision.divergence.turn}/{decision.total}", error.status)
         if call.tap is not None:
             await call.tap.error(error)
@@ -180,7 +198,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         return _answer(call, decision, script, fault)
     assert isinstance(decision, Forward)
     if decision.divergence is not None:
-        runtime.metrics.diverged(decision.divergence.kind)
+        _count(runtime, decision.divergence)
     if runtime.strict:
         raise NotFound(
             f"strict replay: session {call.session} has no recording to replay (--mode strict never "
@@ -243,7 +261,9 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
     return response
 
 
-def _diverged(session: str, script: Trajectory | None, decision: Diverged) -> ReplayDiverged:
+def _diverged(
+    session: str, script: Trajectory | None, decision: Diverged, preset: Preset | None
+) -> ReplayDiverged:
     d = decision.divergence
     name = script.name if script else None
     where = f"session {session}, lane main, step {d.turn}/{decision.total}"
@@ -252,7 +272,8 @@ def _diverged(session: str, script: Trajectory | None, decision: Diverged) -> Re
     elif d.kind == "request":
         message = (
             f"strict replay: {where} of {name!r}: {d.reason} at {d.difference.path or '$'}\n"
-            f"  recorded: {d.difference.expected}\n  now:      {d.difference.actual}"
+            f"  recorded: {d.difference.expected}\n  now:      {d.difference.actual}\n"
+            f"  verdict:  {_verdict(d)}"
         )
     else:
         message = (
@@ -265,8 +286,20 @@ def _diverged(session: str, script: Trajectory | None, decision: Diverged) -> Re
         session=session,
         lane="main",
         script=name,
+        preset=preset.name if preset else None,
         **d.as_dict(),
     )
+
+
+def _count(runtime: Runtime, d: Divergence) -> None:
+    runtime.metrics.diverged(d.kind, d.verdict.verdict)
+
+
+def _verdict(d: Divergence) -> str:
+    if not d.volatile:
+        return "changed (no mask a harness preset or the proxy knows explains it)"
+    masks = " ".join(f"--mask {shlex.quote(k.pattern.pattern)}" for k in d.verdict.masks)
+    return f"volatile: only values that change between runs differ; {masks} would cover it"
 
 
 def _answer(

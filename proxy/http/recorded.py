@@ -12,6 +12,7 @@ from proxy.errors import ReplayDiverged
 from proxy.http.answers import own_headers, rendered
 from proxy.http.incoming import Incoming
 from proxy.recording.tap import Tap
+from proxy.replay.presets import Preset
 from proxy.replay.strict import Miss
 from proxy.replay.trajectory import Trajectory
 from proxy.runtime import Runtime
@@ -27,12 +28,19 @@ async def answer_recorded(
     body: Any,
     headers: list[tuple[bytes, bytes]],
     tap: Tap | None,
+    preset: Preset | None = None,
 ) -> Response:
     """The first unused recorded exchange of this lane with an equal request, or an error that
     names the closest recorded request. Nothing is answered from a request that differs."""
     strict = runtime.rules.strict
     assert strict is not None
-    where = {"lane": lane, "method": request.method, "path": request.path, "body": body}
+    where = {
+        "lane": lane,
+        "method": request.method,
+        "path": request.path,
+        "body": body,
+        "preset": preset,
+    }
     sources = await _recordings(runtime, session)
     for script in sources:
         matches = strict.matching(script.side, **where)

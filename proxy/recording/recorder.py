@@ -47,6 +47,7 @@ class Exchange:
     ttfb_ms: float | None = None
     duration_ms: float | None = None
     error: str | None = None  # e.g. the stream broke off, or the client left
+    preset: str | None = None  # the harness recognised (proxy.replay.presets), when presets are on
     extra: dict[str, Any] = field(default_factory=dict)
 
     def line(self, secrets: Iterable[str]) -> bytes:

@@ -26,12 +26,21 @@ import orjson
 
 from proxy.replay.content import text_of
 from proxy.replay.conversation import NO_ID, Conversation, Reply, path_of
-from proxy.replay.difference import Difference, around, first_difference, first_mismatch, render
+from proxy.replay.difference import (
+    Difference,
+    around,
+    excerpts,
+    first_difference,
+    first_mismatch,
+    render,
+)
 from proxy.replay.ids import wire_id
 from proxy.replay.normalize import normalize, prompt, squash
+from proxy.replay.presets import Preset
 from proxy.replay.splice import Insertion, plan_splice
 from proxy.replay.strict import StrictReplay
 from proxy.replay.trajectory import Trajectory, Turn
+from proxy.replay.volatile import CHANGED_VERDICT, VOLATILE, Verdict, judge
 
 
 class DivergencePolicy(StrEnum):
@@ -48,6 +57,11 @@ class ObservationPolicy(StrEnum):
 class AfterScript(StrEnum):
     LIVE = "live"  # forward to the upstream: the agent continues with the real model
     STOP = "stop"  # answer a final text turn: the agent halts, no model involved
+
+
+class FailOn(StrEnum):
+    ANY = "any"  # every divergence is one
+    CHANGED = "changed"  # a volatile one (dates, temporary paths, ids) is noted and served
 
 
 class Mode(StrEnum):
@@ -69,6 +83,7 @@ class Rules:
     after_script: AfterScript = AfterScript.LIVE
     strict: StrictReplay | None = None  # set in --mode strict
     masks: tuple[re.Pattern[str], ...] = ()
+    fail_on: FailOn = FailOn.ANY
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +92,18 @@ class Divergence:
     reason: str
     difference: Difference
     kind: str = "history"  # history | follow-up | observation | request | beyond
+    verdict: Verdict = CHANGED_VERDICT
+
+    @property
+    def volatile(self) -> bool:
+        return self.verdict.verdict == VOLATILE
 
     def describe(self) -> str:
-        return f"{self.reason}: {self.difference.describe()}"
+        said = f"{self.reason}: {self.difference.describe()}"
+        if self.volatile:
+            masks = " ".join(f"--mask '{k.pattern.pattern}'" for k in self.verdict.masks)
+            return f"{said} [volatile: {masks} would cover it]"
+        return f"{said} [changed]"
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -87,6 +111,7 @@ class Divergence:
             "kind": self.kind,
             "reason": self.reason,
             **self.difference.as_dict(),
+            **self.verdict.as_dict(),
         }
 
 
@@ -108,6 +133,7 @@ class Scripted:
     turn: Turn
     total: int
     observations: Observations = NOTHING_SEEN
+    volatile: Divergence | None = None  # --fail-on changed: a volatile divergence, served anyway
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +171,7 @@ def decide(
     rules: Rules = Rules(),
     body: Any = None,
     branch: int | None = None,
+    preset: Preset | None = None,
 ) -> Decision:
     """The decision for a main-lane request (tool-bearing, or the tool-less request of a
     text-based script's own conversation; never a subagent's). `branch`: the session replays only
@@ -168,14 +195,19 @@ def decide(
         else:
             seen = observe(conv, script, held, rules.masks)
     judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
-    if divergence is None and seen.divergence is not None and judged:
-        divergence = seen.divergence
+    tolerant = rules.fail_on is FailOn.CHANGED
+    observed = seen.divergence
+    if divergence is None and observed is not None and judged:
+        divergence = None if tolerant and observed.volatile else observed
+    volatile = None
     if divergence is None and rules.strict is not None:
-        divergence = _strict_step(conv, script, held, rules.strict, body)
+        divergence = _strict_step(script, held, rules.strict, body, preset)
+        if divergence is not None and tolerant and divergence.volatile:
+            volatile, divergence = divergence, None
     if divergence is None and held < total:
         divergence = _missing_tool(conv, turns[held])
         if divergence is None:
-            return Scripted(turns[held], total, seen)
+            return Scripted(turns[held], total, seen, volatile)
     if divergence is not None:
         go_live = (
             rules.on_observation is ObservationPolicy.LIVE
@@ -271,13 +303,13 @@ def observe(
         recorded = script.tool_outputs.get(call.id)
         if result is None or recorded is None:
             continue
-        difference = first_difference(
-            _output(recorded, masks), _output(result.output, masks), path_of(result.output_path)
-        )
+        want, got = _output(recorded, masks), _output(result.output, masks)
+        difference = first_difference(want, got, path_of(result.output_path))
         if difference is not None:
             reason = f"the result of {call.name} call {call.id} differs from the recorded output"
+            verdict = judge(want, got, path=path_of(result.output_path))
             return Observations(
-                returned, Divergence(newest.number, reason, difference, "observation")
+                returned, Divergence(newest.number, reason, difference, "observation", verdict)
             )
     return Observations(returned)
 
@@ -314,7 +346,7 @@ def _json(text: str) -> Any:
 
 
 def _strict_step(
-    conv: Conversation, script: Trajectory, held: int, strict: StrictReplay, body: Any
+    script: Trajectory, held: int, strict: StrictReplay, body: Any, preset: Preset | None
 ) -> Divergence | None:
     total = len(script.turns)
     if held >= total:
@@ -328,14 +360,18 @@ def _strict_step(
     recorded = script.turns[held].recorded
     if recorded is None:
         return None  # a plain trajectory has no recorded requests: only the history is checked
-    difference = strict.compare(recorded, body)
+    difference = strict.compare(recorded, body, preset)
     if difference is None:
         return None
+    verdict = strict.judge(recorded, body, preset)
+    if verdict.changed_at is not None:  # the first difference that no mask explains
+        difference = verdict.changed_at
     return Divergence(
         held + 1,
         f"the request differs from the recorded request of step {held + 1}",
         difference,
         "request",
+        verdict,
     )
 
 
@@ -413,9 +449,13 @@ def _follow_up(
         if expected != sent:
             at = first_mismatch(expected, sent)
             difference = Difference(
-                path_of((key, pos, "content")), around(expected, at), around(sent, at)
+                path_of((key, pos, "content")),
+                around(expected, at),
+                around(sent, at),
+                excerpts(expected, sent),
             )
-            return Divergence(number, reason, difference, kind)
+            verdict = judge(expected, sent, path=difference.path)
+            return Divergence(number, reason, difference, kind, verdict)
     return None
 
 

@@ -45,6 +45,7 @@ class Recorded:
     stream: bool
     content_type: str
     body: bytes  # the answer exactly as it was sent: a JSON body or the SSE events
+    preset: str | None = None  # the harness preset it was recorded with (proxy.replay.presets)
 
 
 @dataclass(slots=True)

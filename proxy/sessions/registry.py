@@ -227,11 +227,17 @@ class Sessions:
         return report(state, trajectory, self.fault_plan(state), script_error=problem)
 
     async def record(
-        self, session: str, lane: Lane, decision: Decision | None, *, messages: int = 0
+        self,
+        session: str,
+        lane: Lane,
+        decision: Decision | None,
+        *,
+        messages: int = 0,
+        preset: str | None = None,
     ) -> tuple[SessionState, Fault | None]:
         """Count what a request got, and fire the fault planned for its turn, if one is left.
         `decision` is None for requests outside the main lane; `messages` is the request's
-        message count (the replay/live boundary for dumps)."""
+        message count (the replay/live boundary for dumps); `preset` the harness recognised."""
         now = time.time()
         fired: list[Fault] = []
         event = _event(session, lane, decision, now)
@@ -243,6 +249,8 @@ class Sessions:
                 event["source"], event["detail"] = plain
             if decision is None or isinstance(decision, Forward):
                 s.forwarded[str(lane)] = s.forwarded.get(str(lane), 0) + 1
+            if preset is not None:
+                s.preset = preset
             if decision is None:
                 return
             returned = decision.observations.returned
@@ -264,6 +272,10 @@ class Sessions:
                         return  # the turn was not served: the request gets the fault instead
                 s.scripted_responses += 1
                 s.turns_served = max(s.turns_served, decision.turn.number)
+                if decision.volatile is not None:
+                    s.volatile_served += 1
+                    if s.volatile is None:
+                        s.volatile = {**decision.volatile.as_dict(), "at": now}
             elif isinstance(decision, Stop):
                 s.stops += 1
             elif isinstance(decision, Diverged):

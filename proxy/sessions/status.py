@@ -90,8 +90,10 @@ def report(
             "calls": calls,
         },
         "complete": complete,
+        "preset": state.preset,
         "divergence": _with_time(state.divergence),
         "divergences": state.divergences,
+        "volatile": {"served": state.volatile_served, "first": _with_time(state.volatile)},
         "observations": {
             "differing": state.observation_diffs,
             "first": _with_time(state.observation),

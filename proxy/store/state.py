@@ -28,6 +28,10 @@ class SessionState:
     live_after_turn: int | None = None  # the scripted turns the first live request held
     divergence: dict[str, Any] | None = None  # the first divergence
     divergences: int = 0
+    # --fail-on changed: volatile divergences served anyway, and the first of them
+    volatile: dict[str, Any] | None = None
+    volatile_served: int = 0
+    preset: str | None = None  # the harness preset its requests were recognised by
     forwarded: dict[str, int] = field(default_factory=dict)  # lane -> requests sent upstream
     errors: int = 0
     # what came back: scripted call ids whose results the harness has sent
@@ -64,6 +68,9 @@ class SessionState:
         new.live_after_turn = self.live_after_turn
         new.divergence = self.divergence
         new.divergences = self.divergences
+        new.volatile = self.volatile
+        new.volatile_served = self.volatile_served
+        new.preset = self.preset
         new.forwarded = dict(self.forwarded)
         new.errors = self.errors
         new.results_returned = list(self.results_returned)

@@ -77,7 +77,7 @@ def test_metrics_count_answers_by_source_and_time_the_upstream(
     assert requests(api="other", lane="-", source="error", status="400") == 1
     assert requests(api="chat", lane="main", source="diverged", status="404") == 1
     assert 'source="error",status="404"' not in text  # the divergence is counted once
-    assert metric(text, "replay_proxy_divergences_total", kind="history") == 1
+    assert metric(text, "replay_proxy_divergences_total", kind="history", verdict="changed") == 1
     assert metric(text, "replay_proxy_upstream_seconds_count", api="chat") == 1
     assert metric(text, "replay_proxy_upstream_ttfb_seconds_count", api="chat") == 1
     assert metric(text, "replay_proxy_active_sessions") == 1

@@ -117,7 +117,12 @@ def test_a_changed_tool_result_fails_with_the_path_and_the_text_around_it(
     assert message.startswith("strict replay: session ses_ci, lane main, step 2/3 of 'ses_rec'")
     assert error["param"] == "messages[3].content"
     assert '\n  recorded: "ran {"command": "touch notes.txt"}" (at character 17)\n' in message
-    assert message.endswith('\n  now:      "ran {"command": "TOUCH notes.txt"}" (at character 17)')
+    assert '\n  now:      "ran {"command": "TOUCH notes.txt"}" (at character 17)\n' in message
+    # a changed tool result is no date or temporary path: it fails as "changed"
+    assert message.endswith(
+        "\n  verdict:  changed (no mask a harness preset or the proxy knows explains it)"
+    )
+    assert error["replay"]["verdict"] == "changed" and "masks" not in error["replay"]
 
 
 def test_a_miss_names_the_closest_recorded_request(
