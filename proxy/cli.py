@@ -25,7 +25,7 @@ EXIT_USAGE = 2
 
 def _parser() -> argparse.ArgumentParser:
     from proxy.config import DEFAULT_SESSION_HEADERS, DEFAULT_SUBAGENT_HEADERS
-    from proxy.replay.engine import AfterScript, DivergencePolicy, Mode, ObservationPolicy
+    from proxy.replay.engine import AfterScript, DivergencePolicy, FailOn, Mode, ObservationPolicy
 
     parser = argparse.ArgumentParser(
         prog="replay-proxy",
@@ -92,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="REGEX",
         action="append",
         help="text that may differ between runs (dates, paths); masked before comparing (repeatable)",
+    )
+    _mask_arguments(serve)
+    serve.add_argument(
+        "--fail-on",
+        choices=[f.value for f in FailOn],
+        help="any: every divergence is an error (default); changed: a volatile one (only dates, "
+        "temporary paths, ids differ) is served and counted, only a changed one is an error",
     )
     serve.add_argument(
         "--on-observation-divergence",
@@ -220,7 +227,50 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--mask", metavar="REGEX", action="append", default=[], help="ignore matches (repeatable)"
     )
+    _mask_arguments(compare, default=True)
+    compare.add_argument(
+        "--fail-on",
+        choices=[f.value for f in FailOn],
+        default=FailOn.ANY.value,
+        help="exit 1 on any difference (default), or only on a changed one",
+    )
+    masks = commands.add_parser("masks", help="masks for strict replay")
+    masks_commands = masks.add_subparsers(dest="masks_command", required=True)
+    suggest = masks_commands.add_parser(
+        "suggest", help="the masks that make two recordings (or trajectories) of one run agree"
+    )
+    suggest.add_argument("a", type=Path, metavar="A")
+    suggest.add_argument("b", type=Path, metavar="B")
+    suggest.add_argument(
+        "--mask", metavar="REGEX", action="append", default=[], help="already masked (repeatable)"
+    )
+    _mask_arguments(suggest, default=True)
+    suggest.add_argument(
+        "-o", "--out", type=Path, metavar="FILE", help="also write them as a file for --mask-file"
+    )
     return parser
+
+
+def _mask_arguments(parser: argparse.ArgumentParser, *, default: bool = False) -> None:
+    """--mask-file and --no-presets, for serve (settings: unset flags fall back to the
+    environment) and the offline commands (plain defaults)."""
+    extra: dict[str, Any] = {"default": []} if default else {}
+    parser.add_argument(
+        "--mask-file",
+        metavar="FILE",
+        action="append",
+        type=Path,
+        help="masks, one pattern per line (# comments), as masks suggest writes (repeatable)",
+        **extra,
+    )
+    extra = {"default": True} if default else {}
+    parser.add_argument(
+        "--no-presets",
+        dest="presets",
+        action="store_false",
+        help="do not apply the recognised harness's preset masks",
+        **extra,
+    )
 
 
 def _health_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -240,7 +290,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "convert":
         return convert(args["files"], args["out"])
     if command == "diff":
-        return compare(args["a"], args["b"], args["mask"])
+        masks = _patterns(args["mask"], args["mask_file"])
+        if masks is None:
+            return EXIT_USAGE
+        return compare(
+            args["a"], args["b"], masks, presets=args["presets"], fail_on=args["fail_on"]
+        )
+    if command == "masks":
+        masks = _patterns(args["mask"], args["mask_file"])
+        if masks is None:
+            return EXIT_USAGE
+        return suggest(args["a"], args["b"], masks, presets=args["presets"], out=args["out"])
     if command == "health":
         return healthcheck(args["url"])
     from proxy.serve import serve
@@ -331,28 +391,91 @@ def healthcheck(url: str | None) -> int:
     return 0 if healthy else 1
 
 
-def compare(a: Path, b: Path, masks: Sequence[str]) -> int:
-    from proxy.errors import LoadError
-    from proxy.formats import load_file
-    from proxy.recording.diff import diff
-    from proxy.replay.normalize import compile_masks
+def _patterns(masks: Sequence[str], files: Sequence[Path]) -> list[re.Pattern[str]] | None:
+    """--mask and --mask-file patterns, compiled; None (said on stderr) when one is bad."""
+    from proxy.config import read_mask_file
 
     try:
-        patterns = compile_masks(masks)
-    except re.error as exc:
-        print(f"replay-proxy: --mask: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        texts = [*masks, *(p for path in files for p in read_mask_file(path))]
+        return [re.compile(text) for text in texts]
+    except (re.error, ValueError) as exc:
+        print(f"replay-proxy: a mask: {exc}", file=sys.stderr)
+        return None
+
+
+def _both(a: Path, b: Path) -> tuple[Trajectory, Trajectory] | None:
+    from proxy.errors import LoadError
+    from proxy.formats import load_file
+
     try:
-        left, right = load_file(a), load_file(b)
+        return load_file(a), load_file(b)
     except LoadError as exc:
         print(str(exc), file=sys.stderr)
+        return None
+
+
+def compare(
+    a: Path,
+    b: Path,
+    masks: Sequence[re.Pattern[str]],
+    *,
+    presets: bool = True,
+    fail_on: str = "any",
+) -> int:
+    from proxy.recording.diff import diff
+
+    both = _both(a, b)
+    if both is None:
         return EXIT_BAD_FILE
-    reports = diff(left, right, patterns)
-    for report in reports:
-        print(report)
-    if not reports:
+    findings = diff(*both, masks, presets=presets)
+    for finding in findings:
+        print(finding.report(str(a), str(b)))
+    if not findings:
         print(f"{a} and {b} agree step for step")
-    return EXIT_BAD_FILE if reports else 0
+    changed = [f for f in findings if not f.volatile]
+    if findings and not changed:
+        print(f"only volatile differences ({len(findings)}): values that change between runs")
+    failed = changed if fail_on == "changed" else findings
+    return EXIT_BAD_FILE if failed else 0
+
+
+def suggest(
+    a: Path, b: Path, masks: Sequence[re.Pattern[str]], *, presets: bool, out: Path | None
+) -> int:
+    import shlex
+
+    from proxy.recording.suggest import mask_file
+    from proxy.recording.suggest import suggest as suggested
+
+    both = _both(a, b)
+    if both is None:
+        return EXIT_BAD_FILE
+    found = suggested(*both, masks, presets=presets)
+    preset = f" on top of the {found.preset.name} preset" if found.preset else ""
+    if not found.masks and not found.beyond:
+        print(f"{a} and {b} agree step for step{preset}: no mask is needed")
+        return 0
+    if found.masks:
+        print(f"A: {a}\nB: {b}\n{len(found.masks)} masks{preset} explain the differences:")
+        for suggestion in found.masks:
+            print(f"\n  --mask {shlex.quote(suggestion.pattern)}")
+            for line in suggestion.comment():
+                print(f"      {line}")
+        flags = " ".join(f"--mask {shlex.quote(s.pattern)}" for s in found.masks)
+        print(f"\nflags: {flags}")
+        if out is not None:
+            out.write_text(mask_file(found, str(a), str(b)), encoding="utf-8")
+            print(f"written to {out} (give it to --mask-file)")
+    if found.beyond:
+        print(
+            f"\n{len(found.beyond)} differences no mask can explain (another run, not a volatile value):"
+        )
+        for place in found.beyond[:20]:
+            print(f"  {place}")
+        if len(found.beyond) > 20:
+            print(f"  ... and {len(found.beyond) - 20} more")
+        return EXIT_BAD_FILE
+    return 0
 
 
 def _short(text: str, limit: int = 100) -> str:

@@ -36,7 +36,7 @@ EXIT_USAGE = 2
 def _settings(flags: dict[str, Any]) -> Settings:
     if "trajectory" in flags:
         flags["trajectory"] = tuple(flags["trajectory"])
-    for name in ("session_header", "subagent_header", "mask", "allowed_host"):
+    for name in ("session_header", "subagent_header", "mask", "mask_file", "allowed_host"):
         if name in flags:
             flags[name] = tuple(flags[name])
     return Settings(**flags)

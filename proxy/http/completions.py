@@ -224,7 +224,9 @@ def _prepare_live(call: InFlight, decision: Forward, script: Trajectory | None) 
     spliced = api.splice(history, decision.splice) if decision.splice else history
     cleaned = api.clean(spliced)
     if cleaned is not None or decision.splice:
-        body[api.history] = cleaned if cleaned is not None else spliced
+        # a new body: the recording keeps the one the client sent as its request
+        body = {**body, api.history: cleaned if cleaned is not None else spliced}
+        call.body = body
         call.raw = orjson.dumps(body)
         if call.tap is not None:
             call.tap.exchange.forwarded = body

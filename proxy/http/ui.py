@@ -1,14 +1,17 @@
 """GET /replay/ui: a status page, server-rendered, refreshing itself every few seconds.
 
 Every session with its progress through the script, and a timeline of its recent requests
-(scripted, forwarded, recorded, stopped, divergent, failed), newest first, a page at a time. No
-build step, no script: HTML and CSS.
+(scripted, forwarded, recorded, stopped, divergent, failed), newest first, a page at a time. A
+diverged session shows the recorded and the received text side by side, the stretch that differs
+marked, with its JSON path, the verdict and the masks that would cover it. No build step, no
+script: HTML and CSS.
 With an admin token, open /replay/ui?token=TOKEN once: it sets a cookie and drops the token from
 the address.
 """
 
 from __future__ import annotations
 
+import shlex
 import time
 from html import escape
 from typing import Any
@@ -118,7 +121,68 @@ def _row(state: SessionState, events: list[Event]) -> str:
     problem = ""
     if state.divergence is not None:
         problem = f'<div class="problem">turn {state.divergence.get("turn")}: {escape(str(state.divergence.get("path") or ""))}</div>'
+    drawn = state.divergence or state.observation or state.volatile
+    shown = ""
+    if drawn is not None:
+        shown = '<tr class="divergence"><td colspan="6">' + _drawn(drawn) + "</td></tr>"
     chips = "".join(_chip(e) for e in events)
+    return (
+        _session(state, problem, script, percent, served, total, branch, forwarded, injected, chips)
+        + shown
+    )
+
+
+def _drawn(d: dict[str, Any]) -> str:
+    """A divergence drawn: where, the verdict, the masks, and both texts with the stretch that
+    differs marked (only the excerpts around it: a long conversation stays one box)."""
+    verdict = str(d.get("verdict") or "changed")
+    masks = d.get("masks") or []
+    head = (
+        f'<span class="verdict {escape(verdict)}">{escape(verdict)}</span> '
+        f"{escape(str(d.get('kind', '')))} at turn {escape(str(d.get('turn', '')))}: "
+        f"<code>{escape(str(d.get('path') or '$'))}</code> · {escape(str(d.get('reason', '')))}"
+    )
+    if masks:
+        head += "<br>would be covered by " + ", ".join(
+            f"<code>--mask {escape(shlex.quote(str(m.get('mask', ''))))}</code> ({escape(str(m.get('what', '')))})"
+            for m in masks
+        )
+    excerpts = d.get("excerpts")
+    if not isinstance(excerpts, dict):
+        sides = (str(d.get("expected", "")), str(d.get("actual", "")))
+        body = "".join(f"<pre>{escape(text)}</pre>" for text in sides)
+    else:
+        body = "".join(
+            _side(label, excerpts.get(key) or {})
+            for label, key in (("recorded", "expected"), ("received", "actual"))
+        )
+    return f'<div class="drawn">{head}<div class="sides">{body}</div></div>'
+
+
+def _side(label: str, excerpt: dict[str, Any]) -> str:
+    text = str(excerpt.get("text", ""))
+    start, end = int(excerpt.get("start", 0)), int(excerpt.get("end", 0))
+    offset = int(excerpt.get("offset", 0))
+    lead = "…" if offset else ""
+    marked = (
+        f"{lead}{escape(text[:start])}<mark>{escape(text[start:end]) or '∅'}</mark>"
+        f"{escape(text[end:])}"
+    )
+    return f'<div class="side"><div class="label">{label}</div><pre>{marked}</pre></div>'
+
+
+def _session(
+    state: SessionState,
+    problem: str,
+    script: str,
+    percent: int,
+    served: int,
+    total: int,
+    branch: str,
+    forwarded: str,
+    injected: str,
+    chips: str,
+) -> str:
     return (
         f'<tr class="session" data-phase="{escape(phase(state))}">'
         f"<td><code>{escape(state.id)}</code>{problem}</td>"
@@ -158,6 +222,16 @@ th {{ font-weight: 600; background: #fafafa; }}
 .problem {{ color: #c62828; font-size: 12px; }}
 .empty {{ color: #757575; text-align: center; padding: 2rem; }}
 .legend {{ color: #616161; }}
+tr.divergence td {{ padding-top: 0; }}
+.drawn {{ font-size: 12px; background: #fafafa; border-left: 3px solid #c62828; padding: .4rem .6rem; }}
+.sides {{ display: flex; gap: .6rem; margin-top: .3rem; }}
+.side {{ flex: 1; min-width: 0; }}
+.side .label {{ color: #616161; }}
+.drawn pre {{ white-space: pre-wrap; word-break: break-all; max-height: 14rem; overflow: auto;
+  margin: .2rem 0; padding: .3rem; background: #fff; border: 1px solid #e0e0e0; }}
+mark {{ background: #ffd54f; }}
+.verdict {{ padding: .05rem .4rem; border-radius: .5rem; color: #fff; background: #c62828; }}
+.verdict.volatile {{ background: #ef6c00; }}
 </style></head>
 <body>
 <h1>replay-proxy</h1>

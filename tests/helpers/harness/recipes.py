@@ -24,6 +24,9 @@ from tests.helpers.harness.install import executable
 
 HERE = Path(__file__).parent
 TIMEOUT = 240.0
+# Debian's libfaketime: a harness run on another date (not Codex: its binary is static, so the
+# library cannot be preloaded into it)
+FAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 
 
 @dataclass
@@ -175,14 +178,24 @@ def _environment(folder: Path) -> dict[str, str]:
 
 
 def command(
-    recipe: Recipe, base_v1: str, folder: Path, task: str, extra_args: Sequence[str] = ()
+    recipe: Recipe,
+    base_v1: str,
+    folder: Path,
+    task: str,
+    extra_args: Sequence[str] = (),
+    clock: str | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment of one run; `extra_args` go before the task (opencode only)."""
+    """The argv and environment of one run; `extra_args` go before the task (opencode only);
+    `clock` shifts the harness's clock (libfaketime's FAKETIME, e.g. "+40d")."""
     if extra_args and recipe.name != "opencode":
         raise ValueError(f"extra_args are only supported for opencode, not {recipe.name}")
     root = base_v1.removesuffix("/v1")
     env = _environment(folder)
     env.update(recipe.env)
+    if clock is not None:
+        if not FAKETIME.exists():
+            raise FileNotFoundError(f"{FAKETIME} is missing: apt-get install libfaketime")
+        env.update(LD_PRELOAD=str(FAKETIME), FAKETIME=clock)
     exe = str(executable(install_name(recipe.name)))
     if recipe.name == "opencode":
         config = {
@@ -326,6 +339,7 @@ def run(
     *,
     extra_args: Sequence[str] = (),
     again: bool = False,
+    clock: str | None = None,
 ) -> Run:
     """Run the harness to its end, with a hard timeout; its output is kept in folder/logs.
 
@@ -339,7 +353,7 @@ def run(
             raise FileNotFoundError(f"again=True needs an earlier run in {folder}")
     else:
         make_repo(repo)
-    argv, env = command(recipe, base_v1, folder, task, extra_args)
+    argv, env = command(recipe, base_v1, folder, task, extra_args, clock)
     logs = folder / "logs"
     n = 1
     while again and logs.exists():
