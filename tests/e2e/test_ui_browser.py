@@ -7,11 +7,13 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import ProxyFactory
-from tests.helpers.agent import RECORDED, agent_step, client, follow, start_messages
+from tests.helpers.agent import RECORDED, TOOLS, agent_step, client, follow, start_messages
+from tests.helpers.servers import FakeUpstream, tool_call
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None and not os.environ.get("REPLAY_PROXY_REQUIRE_BROWSER"):
@@ -96,5 +98,57 @@ def test_the_status_page_renders_sessions_and_refreshes_itself(
                 (tmp_path / "status.png").write_bytes(shot)  # kept with the test's files
                 assert pixels_of(shot, GREEN) > 500  # a full progress bar, and scripted chips
                 assert pixels_of(shot, RED) > 50  # the divergence chip
+            finally:
+                browser.close()
+
+
+AMBER = (0xFF, 0xD5, 0x4F)  # the stretch that differs, in a drawn divergence
+
+
+def test_a_divergence_is_drawn_side_by_side_in_a_long_conversation(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], tmp_path: Path
+) -> None:
+    """200 messages, one date differs in message 151: the page shows that message only, both
+    sides, the differing stretch marked, with its path, verdict and mask."""
+    assert CHROMIUM is not None
+    fake, upstream_url = upstream
+    fake.then(tool_call("bash", '{"command": "ls"}', "call_1"))
+    chat: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    for k in range(99):
+        chat.append({"role": "user", "content": f"Question {k}: what changed on 2026-12-05?"})
+        chat.append({"role": "assistant", "content": f"Answer {k}: nothing much."})
+    chat.append({"role": "user", "content": "Now list the files."})
+    assert len(chat) == 200
+
+    def ask(url: str, messages: list[dict[str, Any]]) -> None:
+        c = client(url, **{"x-session-affinity": "long"})
+        c.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+
+    with proxy(upstream=upstream_url, record_dir=tmp_path / "rec") as url:
+        ask(url, chat)
+    later = [dict(m) for m in chat]
+    later[151]["content"] = later[151]["content"].replace("2026-12-05", "2027-01-14")
+    with proxy(trajectory=[tmp_path / "rec" / "long.jsonl"], mode="strict") as url:
+        with pytest.raises(Exception, match="is not the recorded one"):
+            ask(url, later)
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            try:
+                page = browser.new_page(viewport={"width": 1200, "height": 800})
+                page.goto(url.removesuffix("/v1") + "/replay/ui")
+                drawn = page.locator("tr.divergence")
+                assert drawn.count() == 1
+                text = drawn.inner_text()
+                assert "volatile" in text and "messages[151].content" in text
+                assert r"--mask '\b\d{4}-\d\d-\d\d\b'" in text and "a date" in text
+                assert page.locator("tr.divergence mark").all_inner_texts() == [
+                    "2026-12-05",
+                    "2027-01-14",
+                ]
+                box = drawn.bounding_box()
+                assert box is not None and box["height"] < 400  # one message, not 200
+                shot = drawn.screenshot()
+                (tmp_path / "divergence.png").write_bytes(shot)
+                assert pixels_of(shot, AMBER) > 100  # both marked stretches
             finally:
                 browser.close()

@@ -1,0 +1,98 @@
+"""`masks suggest` and `diff` on real recordings: the masks found make the runs agree."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from proxy.cli import main
+from proxy.config import read_mask_file
+from proxy.formats import load_file
+from proxy.recording.diff import diff
+from proxy.recording.suggest import explain, suggest
+from tests.helpers.recordings import HARNESSES, pair, recording
+
+
+@pytest.mark.parametrize("name", HARNESSES)
+def test_suggested_masks_make_the_two_runs_agree_without_presets(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = recording(name, "a", tmp_path), recording(name, "b", tmp_path)
+    masks = tmp_path / "masks.txt"
+    code = main(["masks", "suggest", "--no-presets", str(a), str(b), "-o", str(masks)])
+    said = capsys.readouterr().out
+    assert code == 0, said
+    if name in ("mini", "agents-run"):  # nothing in their prompts changes between runs
+        assert "no mask is needed" in said and not masks.exists()
+        return
+    patterns = read_mask_file(masks)
+    assert patterns and all("--mask" in said for _ in patterns)
+    # the file is what --mask-file reads: with it, diff finds the runs equal with no preset
+    assert main(["diff", "--no-presets", "--mask-file", str(masks), str(a), str(b)]) == 0
+    assert "agree step for step" in capsys.readouterr().out
+    # and without it they differ, only in volatile values
+    assert main(["diff", "--no-presets", str(a), str(b)]) == 1
+    assert main(["diff", "--no-presets", "--fail-on", "changed", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "verdict: volatile" in out and "verdict: changed" not in out
+
+
+def test_with_the_preset_nothing_is_left_to_mask(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = recording("claude", "a", tmp_path), recording("claude", "b", tmp_path)
+    assert main(["masks", "suggest", str(a), str(b)]) == 0
+    assert "on top of the claude-code preset: no mask is needed" in capsys.readouterr().out
+
+
+def test_each_suggestion_says_what_it_matched_in_both_and_where(tmp_path: Path) -> None:
+    a, b = pair("gemini", tmp_path)
+    found = suggest(a, b, presets=False)
+    assert found.beyond == [] and found.differences > 0
+    dates = [s for s in found.masks if "date" in s.what]
+    assert dates, [s.what for s in found.masks]
+    date = dates[0]
+    assert date.examples == ("Saturday, December 5, 2026", "Thursday, January 14, 2027")
+    assert date.places[0].startswith("lane main, step 1, the request: contents[0].parts[0].text")
+
+
+def test_a_value_of_no_known_kind_gets_a_mask_from_the_text_before_it() -> None:
+    explained = explain(
+        "Primary working directory: /home/ana/proj\nok",
+        "Primary working directory: /srv/ci/b7/proj\nok",
+    )
+    assert explained is not None
+    [(pattern, _, examples)] = explained
+    assert pattern == r"(?<=Primary\ working\ directory:\ )[^\s\"'`<>()\[\]{},;]+"
+    assert examples == ("/home/ana/proj", "/srv/ci/b7/proj")
+    pattern_re = re.compile(pattern)
+    assert (
+        pattern_re.sub("x", "Primary working directory: /a b") == "Primary working directory: x b"
+    )
+
+
+def test_what_no_mask_explains_is_reported_with_its_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = recording("opencode", "a", tmp_path)
+    lines = a.read_text().splitlines()
+    changed = []
+    for line in lines:
+        record = json.loads(line)
+        message = record.get("message") or {}
+        for call in message.get("tool_calls") or []:
+            call["function"]["arguments"] = call["function"]["arguments"].replace("step1", "STEP1")
+        changed.append(json.dumps(record))
+    b = tmp_path / "other.jsonl"
+    b.write_text("\n".join(changed[:-1]) + "\n")  # another call, and one step fewer
+    assert load_file(b).turns
+    assert main(["masks", "suggest", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "differences no mask can explain" in out
+    assert "lane main, step 1, the answer: tool_calls" in out
+    assert f"lane main: {a} has 4 steps, {b} has 3" in out
+    findings = diff(load_file(a), load_file(b))
+    assert findings and not findings[0].volatile

@@ -1,0 +1,135 @@
+"""Harness presets on real recordings: each harness recorded twice, elsewhere and later."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from proxy.replay.presets import BY_NAME, PRESETS, recognise
+from proxy.replay.strict import StrictReplay
+from proxy.replay.trajectory import Recorded, Trajectory
+from tests.helpers.recordings import HARNESSES, pair
+
+RECOGNISED = {
+    "claude": "claude-code",
+    "opencode": "opencode",
+    "mini": "mini-swe-agent",
+    "agents-run": None,  # its prompt is the application's own: only its user agent says
+    "codex": "codex",
+    "gemini": "gemini-cli",
+    "openhands": "openhands",
+}
+# what differs between the two runs without the preset (found by recording; see the README)
+DIFFERS = {"claude", "opencode", "codex", "gemini", "openhands"}
+
+
+def requests(t: Trajectory) -> list[Recorded]:
+    return [u.recorded for u in t.turns if u.recorded is not None] + list(t.side)
+
+
+@pytest.mark.parametrize("name", HARNESSES)
+def test_each_harness_is_recognised_by_what_it_sends(name: str, tmp_path: Path) -> None:
+    a, b = pair(name, tmp_path)
+    for r in requests(a) + requests(b):
+        if r.lane != "main":
+            continue
+        found = recognise(r.request)
+        assert (found.name if found else None) == RECOGNISED[name]
+
+
+def test_user_agents_name_the_harness_whatever_the_prompt() -> None:
+    agents = {
+        "claude-cli/2.1.197 (external, sdk-cli)": "claude-code",
+        "codex_exec/0.171.0 (Debian 12.0.0; x86_64) xterm (codex_exec; 0.171.0)": "codex",
+        "GeminiCLI/0.61.0/gemini-2.5-pro (linux; x64)": "gemini-cli",
+        "opencode/1.18.33 ai-sdk/provider-utils/4.0.23 runtime/bun/1.3.14": "opencode",
+        "Agents/Python 0.24.0": "openai-agents",
+    }
+    for agent, name in agents.items():
+        found = recognise({"messages": []}, agent)
+        assert found is not None and found.name == name
+    assert (
+        recognise({"messages": [{"role": "system", "content": "hi"}]}, "OpenAI/Python 2.1") is None
+    )
+
+
+@pytest.mark.parametrize("name", HARNESSES)
+def test_the_two_runs_agree_on_the_preset_alone(name: str, tmp_path: Path) -> None:
+    a, b = pair(name, tmp_path)
+    bare, with_presets = StrictReplay((), presets=False), StrictReplay(())
+    differing = 0
+    for x, y in zip(requests(a), requests(b), strict=True):
+        preset = recognise(y.request)
+        assert with_presets.compare(x, y.request, preset) is None
+        difference = bare.compare(x, y.request, None)
+        if difference is not None:
+            differing += 1
+            verdict = bare.judge(x, y.request, None)
+            assert verdict.verdict == "volatile", (difference.describe(), verdict)
+    assert (differing > 0) == (name in DIFFERS)
+
+
+def test_a_value_the_harness_states_is_masked_wherever_it_appears() -> None:
+    preset = BY_NAME["codex"]
+
+    def body(cwd: str) -> dict[str, object]:
+        return {
+            "input": [
+                {"role": "user", "content": [{"type": "input_text", "text": f"<cwd>{cwd}</cwd>"}]},
+                {"type": "function_call_output", "call_id": "c", "output": f"ls {cwd}/src: ok"},
+            ]
+        }
+
+    recorded = Recorded(
+        0, "responses", "main", "POST", "/v1/responses", body("/home/a/proj"), 200, False, "", b""
+    )
+    strict = StrictReplay(())
+    assert strict.compare(recorded, body("/srv/ci/build-7/proj"), preset) is None
+    assert strict.compare(recorded, body("/srv/ci/build-7/proj"), None) is not None
+    # a value too short to be a folder is not masked everywhere ("/" would hit every path)
+    assert preset.patterns(body("/")) == tuple(rule.pattern for rule in preset.masks)
+
+
+def test_codex_on_another_day_and_in_another_time_zone(tmp_path: Path) -> None:
+    a, b = pair("codex", tmp_path)
+    x, y = requests(a)[0], requests(b)[0]
+    later = json.loads(
+        json.dumps(y.request)
+        .replace("<current_date>2026-12-05", "<current_date>2027-01-14")
+        .replace("<timezone>Etc/UTC", "<timezone>Europe/Paris")
+    )
+    assert later != y.request
+    assert StrictReplay(()).compare(x, later, BY_NAME["codex"]) is None
+
+
+@pytest.mark.parametrize("name", ["claude", "codex", "gemini", "opencode"])
+def test_another_task_is_changed_whatever_the_preset(name: str, tmp_path: Path) -> None:
+    a, b = pair(name, tmp_path)
+    x, y = requests(a)[0], requests(b)[0]
+    other = json.loads(json.dumps(y.request).replace("greeting files", "farewell files"))
+    preset = recognise(y.request)
+    strict = StrictReplay(())
+    difference = strict.compare(x, other, preset)
+    assert difference is not None and "greeting" in difference.expected
+    verdict = strict.judge(x, other, preset)
+    assert verdict.verdict == "changed" and verdict.changed_at is not None
+    assert "farewell" in verdict.changed_at.actual
+
+
+def test_a_recording_names_its_preset_and_strict_replay_falls_back_on_it(tmp_path: Path) -> None:
+    a, b = pair("claude", tmp_path)
+    x, y = requests(a)[0], requests(b)[0]
+    assert x.preset == "claude-code"  # written by the recorder
+    strict = StrictReplay(())
+    # the request's harness went unrecognised (say, a new version): the recording's preset holds
+    assert strict.compare(x, y.request, None) is None
+    assert StrictReplay((), presets=False).compare(x, y.request, None) is not None
+    assert {p.name for p in PRESETS} >= set(filter(None, RECOGNISED.values()))
+
+
+def test_recognising_reads_only_the_opening_of_a_huge_request() -> None:
+    body = {"messages": [{"role": "system", "content": "x" * 10_000_000 + "You are opencode"}]}
+    assert recognise(copy.deepcopy(body)) is None
