@@ -117,9 +117,9 @@ def test_a_bad_mask_file_stops_start_up_saying_which(tmp_path: Path) -> None:
     masks = tmp_path / "masks.txt"
     masks.write_text("(unclosed\n")
     with pytest.raises(ValidationError, match=re.escape(f"{masks}: '(unclosed' is not a valid")):
-        Settings(mask_file=[masks])
+        Settings(mask_file=(masks,))
     with pytest.raises(ValidationError, match="cannot read the mask file"):
-        Settings(mask_file=[tmp_path / "missing.txt"])
+        Settings(mask_file=(tmp_path / "missing.txt",))
 
 
 def test_the_recording_keeps_the_clients_request_and_the_spliced_one_apart(
