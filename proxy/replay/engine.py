@@ -187,13 +187,16 @@ def decide(
     total = len(turns)
     # a tool-calling request keeps the follow-up rules even against a script with no tool call
     text_based = script.text_based and not conv.takes_tools
-    held, divergence, replies = match_history(conv, turns, rules.masks, text_based=text_based)
+    masks = rules.masks
+    if preset is not None and rules.strict is not None:  # the same patterns on both sides
+        masks = (*masks, *(rule.pattern for rule in preset.masks))
+    held, divergence, replies = match_history(conv, turns, masks, text_based=text_based)
     seen = NOTHING_SEEN
     if divergence is None:
         if text_based:
-            seen = observe_text(conv, turns, held, replies, rules.masks)
+            seen = observe_text(conv, turns, held, replies, masks)
         else:
-            seen = observe(conv, script, held, rules.masks)
+            seen = observe(conv, script, held, masks)
     judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
     tolerant = rules.fail_on is FailOn.CHANGED
     observed = seen.divergence

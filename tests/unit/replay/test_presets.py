@@ -133,3 +133,28 @@ def test_a_recording_names_its_preset_and_strict_replay_falls_back_on_it(tmp_pat
 def test_recognising_reads_only_the_opening_of_a_huge_request() -> None:
     body = {"messages": [{"role": "system", "content": "x" * 10_000_000 + "You are opencode"}]}
     assert recognise(copy.deepcopy(body)) is None
+
+
+def test_in_strict_mode_a_follow_up_is_compared_with_the_presets_masks() -> None:
+    from proxy.apis import BY_NAME as APIS
+    from proxy.formats import load_bytes
+    from proxy.replay.engine import Diverged, Rules, Scripted, decide
+
+    def reminder(date: str) -> str:
+        return f"And now the docs.<system-reminder>Today's date is {date}.</system-reminder>"
+
+    recorded = [
+        {"role": "system", "content": "You are Claude Code"},
+        {"role": "user", "content": "Write notes."},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": reminder("2026-12-05")},
+        {"role": "assistant", "content": "Docs done."},
+    ]
+    script = load_bytes(json.dumps(recorded).encode(), name="t", source="t.json")
+    later = [*recorded[:3], {"role": "user", "content": reminder("2027-01-14")}]
+    tools = [{"type": "function", "function": {"name": "Bash", "parameters": {}}}]
+    conv = APIS["chat"].parse({"messages": later, "tools": tools})  # follow-ups, not observations
+    rules = Rules(strict=StrictReplay(()))
+    assert isinstance(decide(conv, script, rules=rules, body={}), Diverged)
+    decision = decide(conv, script, rules=rules, body={}, preset=BY_NAME["claude-code"])
+    assert isinstance(decision, Scripted) and decision.turn.number == 2
