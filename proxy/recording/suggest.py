@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from proxy.recording.diff import compared, preset_of
 from proxy.replay.difference import first_mismatch, leaves, render, written
-from proxy.replay.normalize import MASK
+from proxy.replay.normalize import KEEP, mask_text
 from proxy.replay.presets import Preset
 from proxy.replay.trajectory import Trajectory
 from proxy.replay.volatile import VOLATILE, judge
@@ -100,7 +100,7 @@ def explain(p: str, q: str) -> list[tuple[str, str, tuple[str, str]]] | None:
             return None
         pattern = re.compile(made)
         examples = _examples(pattern, a, b)
-        masked_a, masked_b = pattern.sub(MASK, a), pattern.sub(MASK, b)
+        masked_a, masked_b = mask_text(a, (pattern,)), mask_text(b, (pattern,))
         if first_mismatch(masked_a, masked_b) <= first_mismatch(a, b) and masked_a != masked_b:
             return None  # no progress: the mask does not reach the difference
         out.append((made, "the text after what comes before it", examples))
@@ -121,20 +121,25 @@ def _made_up(a: str, b: str) -> str | None:
     shape = WORD if not any(re.search(r"\s", s) for s in spans) else LINE
     if not context:
         return f"(?m)^{shape}"
-    return f"(?<={re.escape(context)}){shape}"
+    return f"(?P<keep>{re.escape(context)}){shape}"
 
 
 def _examples(pattern: re.Pattern[str], a: str, b: str) -> tuple[str, str]:
     """What the pattern matches in each text where they differ (else its first match)."""
     start = first_mismatch(a, b)
 
+    keep = KEEP in pattern.groupindex
+
+    def masked(match: re.Match[str]) -> str:  # what becomes <masked>: not its `keep` group
+        return match.string[match.end(KEEP) if keep else match.start() : match.end()]
+
     def at(text: str) -> str:
         first = None
         for match in pattern.finditer(text):
             first = first or match
             if match.end() >= start:
-                return match.group()
-        return first.group() if first else ""
+                return masked(match)
+        return masked(first) if first else ""
 
     return at(a), at(b)
 

@@ -61,7 +61,7 @@ class Preset:
             return fixed
         # the longest first, so a folder inside another is masked whole
         values = sorted(found, key=lambda v: (-len(v), v))
-        return (re.compile("|".join(re.escape(v) for v in values)), *fixed)
+        return (*(re.compile(re.escape(v)) for v in values), *fixed)
 
 
 PRESETS: tuple[Preset, ...] = (
@@ -75,10 +75,10 @@ PRESETS: tuple[Preset, ...] = (
             Rule.of("memory folder (under its config folder)", r"file-based memory at `([^`\n]+)`"),
         ),
         masks=(
-            Rule.of("today's date", r"(?<=Today's date is )\d{4}-\d\d-\d\d"),
-            Rule.of("the month", r"(?<=The current month is )[A-Z][a-z]+ \d{4}"),
+            Rule.of("today's date", r"(?P<keep>Today's date is )\d{4}-\d\d-\d\d"),
+            Rule.of("the month", r"(?P<keep>The current month is )[A-Z][a-z]+ \d{4}"),
             Rule.of("commit hashes in its git snapshot", r"(?m)^[0-9a-f]{7,40}(?= )"),
-            Rule.of("its billing header", r"(?<=x-anthropic-billing-header: )[^\n]*"),
+            Rule.of("its billing header", r"(?P<keep>x-anthropic-billing-header: )[^\n]*"),
         ),
     ),
     Preset(
@@ -92,10 +92,10 @@ PRESETS: tuple[Preset, ...] = (
             Rule.of("CODEX_HOME (its skills folder)", r"= `([^`\n]+)/skills/\.system`"),
         ),
         masks=(
-            Rule.of("today's date", r"(?<=<current_date>)[^<\n]*(?=</current_date>)"),
-            Rule.of("the time zone", r"(?<=<timezone>)[^<\n]*(?=</timezone>)"),
-            Rule.of("the output chunk id", r"(?<=Chunk ID: )[0-9a-f]+"),
-            Rule.of("the command's wall time", r"(?<=Wall time: )[\d.]+(?= seconds)"),
+            Rule.of("today's date", r"(?P<keep><current_date>)[^<\n]*(?=</current_date>)"),
+            Rule.of("the time zone", r"(?P<keep><timezone>)[^<\n]*(?=</timezone>)"),
+            Rule.of("the output chunk id", r"(?P<keep>Chunk ID: )[0-9a-f]+"),
+            Rule.of("the command's wall time", r"(?P<keep>Wall time: )[\d.]+(?= seconds)"),
         ),
     ),
     Preset(
@@ -109,9 +109,9 @@ PRESETS: tuple[Preset, ...] = (
         ),
         masks=(
             Rule.of(
-                "today's date", r"(?<=Today's date is )[A-Z][a-z]+, [A-Z][a-z]+ \d{1,2}, \d{4}"
+                "today's date", r"(?P<keep>Today's date is )[A-Z][a-z]+, [A-Z][a-z]+ \d{1,2}, \d{4}"
             ),
-            Rule.of("the shell's process group", r"(?<=Process Group PGID: )\d+"),
+            Rule.of("the shell's process group", r"(?P<keep>Process Group PGID: )\d+"),
         ),
     ),
     Preset(
@@ -125,7 +125,9 @@ PRESETS: tuple[Preset, ...] = (
             Rule.of("its temporary folder ($TMPDIR/opencode)", r"Use `([^`\n]+)` for temporary"),
         ),
         masks=(
-            Rule.of("today's date", r"(?<=Today's date: )[A-Z][a-z]{2} [A-Z][a-z]{2} \d\d \d{4}"),
+            Rule.of(
+                "today's date", r"(?P<keep>Today's date: )[A-Z][a-z]{2} [A-Z][a-z]{2} \d\d \d{4}"
+            ),
         ),
     ),
     Preset(

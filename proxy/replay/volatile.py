@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.replay.difference import Difference, first_difference, first_mismatch, leaves, written
-from proxy.replay.normalize import MASK
+from proxy.replay.normalize import mask_text
 from proxy.replay.presets import PRESETS
 
 VOLATILE = "volatile"
@@ -133,6 +133,4 @@ def _matches(kind: Kind, stretches: Sequence[tuple[str, str]]) -> bool:
 
 
 def _masked(text: str, patterns: Sequence[re.Pattern[str]]) -> str:
-    for pattern in patterns:
-        text = pattern.sub(MASK, text)
-    return text
+    return mask_text(text, patterns)
