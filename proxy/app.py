@@ -62,6 +62,7 @@ def create_app(
             total_timeout=settings.total_timeout,
             copy_limit=settings.max_body_bytes,
             instance=instance_id(),
+            headers=settings.upstream_header,
         )
     masks = compile_masks(settings.masks())
     secrets = tuple(

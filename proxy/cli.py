@@ -40,7 +40,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to bind, 0 for any free one (default 8080)")
-    serve.add_argument("--upstream", metavar="URL", help="the real LLM's base URL, including /v1")
+    serve.add_argument(
+        "--upstream",
+        metavar="URL",
+        help="the real LLM's base URL, including /v1; {session} and {trajectory} in its path or "
+        "query are filled in per session (a gateway that keys rollouts by id)",
+    )
+    serve.add_argument(
+        "--upstream-header",
+        metavar="'NAME: VALUE'",
+        action="append",
+        help="a header sent upstream with every forwarded request, replacing the client's; "
+        "{session} and {trajectory} are filled in (repeatable)",
+    )
     serve.add_argument(
         "--upstream-api-key",
         metavar="KEY",

@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from proxy.replay.engine import AfterScript, DivergencePolicy, FailOn, Mode, ObservationPolicy
 from proxy.replay.faults import Fault, FaultError, parse_flag
+from proxy.upstream.template import check_url, parse_header
 
 DEFAULT_SESSION_HEADERS = (
     "x-session-affinity",
@@ -68,7 +69,8 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
-    upstream: str | None = None
+    upstream: str | None = None  # may hold {session} and {trajectory} in its path and query
+    upstream_header: Annotated[tuple[str, ...], NoDecode] = ()  # "Name: value", with fields
     upstream_api_key: SecretStr | None = None
     trajectory: Annotated[tuple[Path, ...], NoDecode] = ()
     trajectory_dir: Path | None = None
@@ -197,7 +199,23 @@ class Settings(BaseSettings):
             return None
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        check_url(value)
         return value.rstrip("/")
+
+    @field_validator("upstream_header", mode="before")
+    @classmethod
+    def _header_lines(cls, value: Any) -> Any:
+        # a header value may hold commas: the environment variable takes one per line
+        if isinstance(value, str):
+            return tuple(line for line in value.splitlines() if line.strip())
+        return value
+
+    @field_validator("upstream_header")
+    @classmethod
+    def _headers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for spec in value:
+            parse_header(spec)
+        return value
 
     @model_validator(mode="after")
     def _branching_goes_live(self) -> Settings:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from proxy.config import Settings
@@ -98,7 +99,9 @@ class Runtime:
         *,
         api: str,
         started: float,
+        values: Mapping[str, str] | None = None,
     ) -> PassThrough:
+        """`values`: {session} and {trajectory}, for an upstream per session."""
         metrics = self.metrics
 
         async def done(captured: Captured) -> None:
@@ -115,6 +118,7 @@ class Runtime:
             body,
             on_complete=done,
             keep_body=tap is not None,
+            values=values,
         )
         response.raw_headers.extend(headers)
         return response

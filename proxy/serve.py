@@ -36,7 +36,14 @@ EXIT_USAGE = 2
 def _settings(flags: dict[str, Any]) -> Settings:
     if "trajectory" in flags:
         flags["trajectory"] = tuple(flags["trajectory"])
-    for name in ("session_header", "subagent_header", "mask", "mask_file", "allowed_host"):
+    for name in (
+        "session_header",
+        "subagent_header",
+        "mask",
+        "mask_file",
+        "allowed_host",
+        "upstream_header",
+    ):
         if name in flags:
             flags[name] = tuple(flags[name])
     return Settings(**flags)

@@ -62,6 +62,17 @@ class InFlight:
     started: float  # time.perf_counter() when it came in
     headers: list[tuple[bytes, bytes]]  # added to the answer's
     preset: Preset | None  # the harness's (strict mode and recording only)
+    trajectory: str | None = None  # the script's name once bound, else the one the request names
+
+    @property
+    def values(self) -> dict[str, str]:
+        """{session} and {trajectory} for an upstream per session."""
+        return {"session": self.session, "trajectory": self.trajectory or ""}
+
+    def upstream(self) -> str | None:
+        """Where this session's live calls go, when that depends on the session."""
+        upstream = self.runtime.upstream
+        return upstream.where(self.values) if upstream.target is not None else None
 
     def done(self, source: str, turn: str, status: int) -> None:
         self.runtime.answered(
@@ -73,7 +84,7 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
     started = time.perf_counter()
     raw = request.body
     body, conv = await _off_loop_if(request.large, partial(_read, request, api))
-    session = session_id(request.headers, runtime.settings.session_header, conv)
+    session = request.session or session_id(request.headers, runtime.settings.session_header, conv)
     parent = next(
         (v for h in runtime.settings.subagent_header if (v := request.headers.get(h))), None
     )
@@ -98,7 +109,20 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
             tap.exchange.preset = preset.name
     headers = [(b"x-replay-session", session.encode())]
     call = InFlight(
-        request, runtime, api, conv, body, raw, session, lane, parent, tap, started, headers, preset
+        request,
+        runtime,
+        api,
+        conv,
+        body,
+        raw,
+        session,
+        lane,
+        parent,
+        tap,
+        started,
+        headers,
+        preset,
+        request.trajectory,
     )
 
     if lane is not Lane.MAIN:
@@ -108,7 +132,7 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
             )
             call.done("recorded", "-", response.status_code)
             return response
-        state, _ = await runtime.sessions.record(session, lane, None)
+        state, _ = await runtime.sessions.record(session, lane, None, upstream=call.upstream())
         return await _forward(call, state.prefix_messages, "-")
     return await _main(call, binding)
 
@@ -132,7 +156,7 @@ async def _text_based(
     binding = await runtime.sessions.script_for(
         session,
         conv,
-        request.headers.get("x-replay-trajectory"),
+        request.trajectory,
         branch,
         fits=lambda script: belongs(conv, script, masks),
     )
@@ -146,10 +170,12 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         binding = await runtime.sessions.script_for(
             call.session,
             conv,
-            headers.get("x-replay-trajectory"),
+            call.request.trajectory,
             branch_point(headers.get(BRANCH_HEADER)),
         )
     script, state = binding.trajectory, binding.state
+    if script is not None:
+        call.trajectory = script.name
     decision = await _off_loop_if(
         call.request.large,
         partial(
@@ -169,6 +195,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         decision,
         messages=conv.message_count,
         preset=call.preset.name if call.preset else None,
+        upstream=call.upstream() if isinstance(decision, Forward) else None,
     )
     observed = decision.observations.divergence
     if observed is not None:
@@ -249,9 +276,16 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
         )
     if tap is not None:
         tap.exchange.source = "upstream"
+        tap.exchange.upstream = call.upstream()
     try:
         response = await call.runtime.forward(
-            call.request, call.raw, call.headers, tap, api=call.api.name, started=call.started
+            call.request,
+            call.raw,
+            call.headers,
+            tap,
+            api=call.api.name,
+            started=call.started,
+            values=call.values,
         )
     except ProxyError as error:
         # the status says it was not answered

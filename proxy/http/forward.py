@@ -25,7 +25,11 @@ NO_SESSION = "unsessioned"
 
 async def forward(request: Incoming, runtime: Runtime) -> Response:
     started = time.perf_counter()
-    session = session_header(request.headers, runtime.settings.session_header) or NO_SESSION
+    session = (
+        request.session
+        or session_header(request.headers, runtime.settings.session_header)
+        or NO_SESSION
+    )
     body = None  # read only to record it, or to compare it in strict mode
     if runtime.strict or runtime.recorder is not None or runtime.dumper is not None:
         body = await asyncio.to_thread(_parsed, request) if request.large else _parsed(request)
@@ -40,8 +44,11 @@ async def forward(request: Incoming, runtime: Runtime) -> Response:
         if tap is not None:
             tap.exchange.source = source
         try:
+            values = {"session": session, "trajectory": request.trajectory or ""}
+            if tap is not None and runtime.upstream.target is not None:
+                tap.exchange.upstream = runtime.upstream.where(values)
             response = await runtime.forward(
-                request, request.body, [], tap, api=LANE, started=started
+                request, request.body, [], tap, api=LANE, started=started, values=values
             )
         except ProxyError as error:
             if tap is not None:

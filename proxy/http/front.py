@@ -22,9 +22,10 @@ from starlette.types import Receive, Scope, Send
 
 from proxy.apis import ANTHROPIC, CHAT, GEMINI, RESPONSES
 from proxy.apis.gemini import is_gemini_path
-from proxy.errors import LoopDetected, ProxyError, StoreUnavailable, error_response
+from proxy.errors import LoopDetected, NotFound, ProxyError, StoreUnavailable, error_response
 from proxy.http import completions, forward
 from proxy.http.incoming import Headers, Incoming, receive_request
+from proxy.http.prefix import PREFIX, split
 from proxy.runtime import Runtime
 from proxy.upstream.headers import came_back
 
@@ -66,6 +67,12 @@ class Front:
             await self.api(scope, receive, send)
             return
         path = scope["path"]
+        if path.startswith(PREFIX):
+            scope, refused = _unprefixed(scope)
+            if refused is not None:
+                await answer_error(self.runtime, path, refused)(scope, receive, send)
+                return
+            path = scope["path"]
         route = ROUTES.get(path) if scope["method"] == "POST" else None
         if route is None and scope["method"] == "POST" and is_gemini_path(path):
             route = (_GEMINI, GEMINI.name)  # /v1beta/models/{model}:generateContent and stream
@@ -95,6 +102,22 @@ class Front:
                 self.runtime, path, unexpected(exc, scope["method"], path), api=api
             )
         await response(scope, receive, send)
+
+
+def _unprefixed(scope: Scope) -> tuple[Scope, ProxyError | None]:
+    """The scope without its /s/{session}/ prefix, which it keeps as "replay.named"; or why the
+    prefix is refused (a bad name, or a path after it that is not an API's)."""
+    try:
+        named = split(scope["path"], scope.get("raw_path") or scope["path"].encode())
+    except ProxyError as error:
+        return scope, error
+    path = named.path
+    if not path.startswith(FORWARDED) and path not in ROUTES:
+        return scope, NotFound(
+            f"{path}: not an API path; under /s/{{session}}/ the proxy serves the APIs only, "
+            "not its own pages (/replay/..., /healthz)"
+        )
+    return {**scope, "path": path, "raw_path": named.raw_path, "replay.named": named}, None
 
 
 def _loop(runtime: Runtime) -> LoopDetected:

@@ -15,6 +15,7 @@ import orjson
 from starlette.types import Receive, Scope
 
 from proxy.errors import BadRequest, ClientClosedRequest, PayloadTooLarge, TooDeep
+from proxy.http.prefix import Named
 from proxy.nesting import TOO_DEEP, deep_read, too_deep
 
 OFF_LOOP = 256 * 1024  # a body larger than this is parsed in a thread (1-2 ms on the loop at most)
@@ -64,6 +65,19 @@ class Incoming:
     raw_headers: list[tuple[bytes, bytes]]
     headers: Headers
     body: bytes
+    named: Named | None = None  # the session (and trajectory) named in the path, /s/{session}/
+
+    @property
+    def session(self) -> str | None:
+        """The session the path names; it wins over the session headers."""
+        return self.named.session if self.named is not None else None
+
+    @property
+    def trajectory(self) -> str | None:
+        """The trajectory the path names, else the one x-replay-trajectory names."""
+        if self.named is not None and self.named.trajectory is not None:
+            return self.named.trajectory
+        return self.headers.get("x-replay-trajectory")
 
     def json(self) -> dict[str, Any]:
         """The body as a JSON object; run it in a thread when the body is large (`large`)."""
@@ -121,7 +135,7 @@ async def receive_request(scope: Scope, receive: Receive, limit: int, headers: H
         raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
     return Incoming(
         scope["method"], scope["path"], raw_path.decode("latin-1"), query.decode("latin-1"),
-        raw, headers, body,
+        raw, headers, body, scope.get("replay.named"),
     )  # fmt: skip
 
 

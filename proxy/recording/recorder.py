@@ -48,6 +48,7 @@ class Exchange:
     duration_ms: float | None = None
     error: str | None = None  # e.g. the stream broke off, or the client left
     preset: str | None = None  # the harness recognised (proxy.replay.presets), when presets are on
+    upstream: str | None = None  # where it went live, when --upstream depends on the session
     extra: dict[str, Any] = field(default_factory=dict)
 
     def line(self, secrets: Iterable[str]) -> bytes:

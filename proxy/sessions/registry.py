@@ -234,10 +234,12 @@ class Sessions:
         *,
         messages: int = 0,
         preset: str | None = None,
+        upstream: str | None = None,
     ) -> tuple[SessionState, Fault | None]:
         """Count what a request got, and fire the fault planned for its turn, if one is left.
         `decision` is None for requests outside the main lane; `messages` is the request's
-        message count (the replay/live boundary for dumps); `preset` the harness recognised."""
+        message count (the replay/live boundary for dumps); `preset` the harness recognised;
+        `upstream` where it is forwarded, when that depends on the session."""
         now = time.time()
         fired: list[Fault] = []
         event = _event(session, lane, decision, now)
@@ -251,6 +253,8 @@ class Sessions:
                 s.forwarded[str(lane)] = s.forwarded.get(str(lane), 0) + 1
             if preset is not None:
                 s.preset = preset
+            if upstream is not None:
+                s.upstream = upstream
             if decision is None:
                 return
             returned = decision.observations.returned

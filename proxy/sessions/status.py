@@ -102,6 +102,7 @@ def report(
         "faults": faults(state, plan),
         "live_since": iso(state.live_since),
         "live_reason": state.live_reason,
+        "live_upstream": state.upstream,
         "live_after_turn": state.live_after_turn,
         "forwarded": {lane.value: state.forwarded.get(lane.value, 0) for lane in Lane},
         "errors": state.errors,

@@ -32,6 +32,7 @@ class SessionState:
     volatile: dict[str, Any] | None = None
     volatile_served: int = 0
     preset: str | None = None  # the harness preset its requests were recognised by
+    upstream: str | None = None  # where its live calls go, when --upstream depends on the session
     forwarded: dict[str, int] = field(default_factory=dict)  # lane -> requests sent upstream
     errors: int = 0
     # what came back: scripted call ids whose results the harness has sent
@@ -71,6 +72,7 @@ class SessionState:
         new.volatile = self.volatile
         new.volatile_served = self.volatile_served
         new.preset = self.preset
+        new.upstream = self.upstream
         new.forwarded = dict(self.forwarded)
         new.errors = self.errors
         new.results_returned = list(self.results_returned)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from urllib.parse import urlsplit
 
 import aiohttp
 from yarl import URL
@@ -27,6 +28,7 @@ from proxy.errors import (
 from proxy.upstream.headers import request_headers, swap_query_key, via
 from proxy.upstream.passthrough import OnComplete, PassThrough
 from proxy.upstream.pool import Pool, display, forward_proxy, open_session
+from proxy.upstream.template import Target, fields, parse_header
 
 READ_WHOLE = 1024 * 1024  # a sized answer up to this is read whole before it is passed on
 
@@ -51,6 +53,7 @@ class Upstream:
         total_timeout: float | None = None,
         copy_limit: int = 64 * 1024 * 1024,
         instance: str = "",
+        headers: Sequence[str] = (),
     ) -> None:
         self.base_url = base_url.rstrip("/") if base_url else None
         self.name = display(self.base_url) if self.base_url else "(none)"
@@ -63,10 +66,15 @@ class Upstream:
         self.mark = via(instance or secrets.token_hex(8))  # what a request that came back carries
         self._session: aiohttp.ClientSession | None = None
         self.proxy: str | None = None
+        self.target: Target | None = None  # the parts filled in per session, when there are any
+        lines = tuple(parse_header(spec) for spec in headers)
         if self.base_url:
             base = URL(self.base_url)  # the base path percent-encoded once, as yarl writes it
             self._origin = str(base.origin())
             self._prefix = base.raw_path.rstrip("/")
+            if fields(self.base_url) or lines:
+                parts = urlsplit(self.base_url)  # as written: yarl would encode the braces
+                self.target = Target(parts.path.rstrip("/"), parts.query, lines)
             self.proxy = forward_proxy(self.base_url)  # a bad one stops start-up (ValueError)
 
     async def aclose(self) -> None:
@@ -79,7 +87,14 @@ class Upstream:
         pool = self._session.connector if self._session is not None else None
         return pool.counts() if isinstance(pool, Pool) else {"open": 0, "idle": 0}
 
-    def url(self, raw_path: str, query: str) -> URL:
+    def where(self, values: Mapping[str, str]) -> str:
+        """The upstream's base URL for these values, as the status shows where a session went."""
+        if self.base_url is None or self.target is None:
+            return self.name
+        path, query = self.target.base(values)
+        return self._origin + path + (f"?{query}" if query else "")
+
+    def url(self, raw_path: str, query: str, values: Mapping[str, str] | None = None) -> URL:
         """/v1/chat/completions -> {base path}/chat/completions: the base URL already ends in /v1.
         Gemini's requests (/v1beta/..., /v1alpha/..., and /v1/models/{model}:generateContent and
         the like) keep their version and go under the base URL's root: a base path ending in /v1
@@ -90,6 +105,10 @@ class Upstream:
                 "answered from a script cannot be served"
             )
         prefix = self._prefix
+        if self.target is not None:
+            prefix, base_query = self.target.base(values or {})
+            if base_query:
+                query = f"{base_query}&{query}" if query else base_query
         if is_gemini(raw_path):
             prefix = prefix.removesuffix("/v1")
             rest = raw_path
@@ -118,13 +137,15 @@ class Upstream:
         *,
         on_complete: OnComplete | None = None,
         keep_body: bool = False,
+        values: Mapping[str, str] | None = None,
     ) -> PassThrough:
+        """`values`: the session's {session} and {trajectory}, for a per-session upstream."""
         gemini = is_gemini(raw_path)
         in_query = False
         if self._api_key is not None and gemini:
             swapped = swap_query_key(query, self._api_key)
             in_query, query = swapped != query, swapped
-        url = self.url(raw_path, query)
+        url = self.url(raw_path, query, values)
         forwarded = request_headers(
             headers,
             api_key=self._api_key,
@@ -132,6 +153,10 @@ class Upstream:
             gemini="query" if in_query else "header" if gemini else None,
             mark=self.mark,
         )
+        if self.target is not None and self.target.headers:  # ours, never the client's
+            own = self.target.header_lines(values or {})
+            names = {name for name, _ in own}
+            forwarded = [h for h in forwarded if h[0].lower() not in names] + own
         try:
             answer = await self._client().request(
                 method,

@@ -1,0 +1,50 @@
+"""A real harness given nothing but a base URL per rollout: /s/{rollout}/t/{trajectory}/v1.
+
+mini-swe-agent (its config takes an api_base and a key, nothing else) replays the recorded steps
+for real, then its live calls reach a gateway stand-in under the rollout's own id
+(--upstream 'http://gateway/sessions/{session}/v1').
+
+Marked `harness`: `pytest -m "not harness"` skips them locally; .ci/run runs them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ProxyFactory
+from tests.e2e.test_harnesses import TASK, harness_logs, installed, live_answer, trajectory
+from tests.helpers.harness.recipes import RECIPES, assert_rebuilt, finished_its_own_way, run
+from tests.helpers.servers import FakeUpstream, running
+
+pytestmark = pytest.mark.harness
+
+__all__ = ["harness_logs"]  # the fixture, shared with test_harnesses.py
+
+
+def test_a_harness_with_only_a_base_url_replays_then_reaches_the_gateway_as_its_rollout(
+    proxy: ProxyFactory, tmp_path: Path, write_trajectory: Any, harness_logs: Path
+) -> None:
+    recipe = RECIPES["mini"]
+    installed("mini", harness_logs)
+    fake = FakeUpstream(fallback=live_answer(recipe))
+    decoy = write_trajectory(trajectory(RECIPES["opencode"]), name="decoy", folder=tmp_path / "t")
+    wanted = write_trajectory(trajectory(recipe), name="recorded", folder=tmp_path / "t")
+    with running(fake.app) as gateway:
+        template = gateway + "/sessions/{session}/v1"
+        with proxy(upstream=template, trajectory=[decoy, wanted]) as url:
+            base = url.removesuffix("/v1") + "/s/rollout-42/t/recorded/v1"
+            result = run(recipe, base, tmp_path / "run", TASK)
+            found = httpx.get(url.removesuffix("/v1") + "/replay/sessions").json()["data"]
+    why = f"\n{result.tail()}\nsessions: {found}"
+    assert finished_its_own_way(recipe, result, tmp_path / "run"), why
+    assert_rebuilt(result.repo, why)
+    [session] = found
+    assert session["session"] == "rollout-42" and session["script"]["name"] == "recorded", why
+    assert session["turns_served"] == 3 and session["phase"] == "live", why
+    assert session["live_upstream"] == gateway + "/sessions/rollout-42/v1", why
+    live = [r.path for r in fake.requests]
+    assert live and set(live) == {"/sessions/rollout-42/v1/chat/completions"}, why
