@@ -40,19 +40,24 @@ class Api:
     target: Callable[[Conversation, str, str], None] | None = None
 
 
+def created(turn: Turn) -> int:
+    """When the turn was answered: as the file says, else (a turn made up in a test) now."""
+    return turn.created or int(time.time())
+
+
 def _chat_stream(turn: Turn, conv: Conversation, body: dict[str, Any], key: str) -> list[bytes]:
     return chat.chat_stream(
         turn,
         model=conv.model,
         completion_id=f"chatcmpl-{key}",
-        created=int(time.time()),
+        created=created(turn),
         include_usage=conv.include_usage,
     )
 
 
 def _chat_whole(turn: Turn, conv: Conversation, body: dict[str, Any], key: str) -> bytes:
     return chat.chat_completion(
-        turn, model=conv.model, completion_id=f"chatcmpl-{key}", created=int(time.time())
+        turn, model=conv.model, completion_id=f"chatcmpl-{key}", created=created(turn)
     )
 
 
@@ -63,10 +68,10 @@ CHAT = Api(
 RESPONSES = Api(
     "responses", "input", responses.parse_responses,
     lambda turn, conv, body, key: responses.response_events(
-        turn, body, key=key, created=int(time.time())
+        turn, body, key=key, created=created(turn)
     ),
     lambda turn, conv, body, key: responses.response_object(
-        turn, body, key=key, created=int(time.time())
+        turn, body, key=key, created=created(turn)
     ),
     responses.splice, responses.clean, lambda raw, stream: responses.read_answer(raw, stream=stream),
 )  # fmt: skip

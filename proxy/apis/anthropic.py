@@ -32,6 +32,7 @@ from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_gr
 from proxy.replay.ids import derived, wire_id
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
+from proxy.replay.usage import NO_USAGE
 
 # ---- the request
 
@@ -129,12 +130,14 @@ def is_own_signature(value: Any) -> bool:
         return False
 
 
-def _usage(output: int) -> dict[str, Any]:
+def _usage(turn: Turn, output: int | None = None) -> dict[str, Any]:
+    """Anthropic counts input read from or written to a cache apart from the rest of it."""
+    u = turn.usage or NO_USAGE
     return {
-        "input_tokens": 0,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "output_tokens": output,
+        "input_tokens": max(0, u.input - u.cached - u.cache_write),
+        "cache_creation_input_tokens": u.cache_write,
+        "cache_read_input_tokens": u.cached,
+        "output_tokens": u.output if output is None else output,
     }
 
 
@@ -170,7 +173,7 @@ def _stop_reason(turn: Turn) -> str:
 
 
 def _message(
-    request: dict[str, Any], key: str, content: list[Any], stop: str | None, output_tokens: int
+    request: dict[str, Any], key: str, content: list[Any], stop: str | None, usage: dict[str, Any]
 ) -> dict[str, Any]:
     return {
         "id": derived("msg_01", key, length=22),
@@ -180,12 +183,14 @@ def _message(
         "content": content,
         "stop_reason": stop,
         "stop_sequence": None,
-        "usage": {**_usage(output_tokens), "service_tier": "standard"},
+        "usage": {**usage, "service_tier": "standard"},
     }
 
 
 def message_object(turn: Turn, request: dict[str, Any], *, key: str) -> bytes:
-    return orjson.dumps(_message(request, key, blocks(turn, request), _stop_reason(turn), 0))
+    return orjson.dumps(
+        _message(request, key, blocks(turn, request), _stop_reason(turn), _usage(turn))
+    )
 
 
 def message_events(turn: Turn, request: dict[str, Any], *, key: str) -> list[bytes]:
@@ -197,7 +202,8 @@ def message_events(turn: Turn, request: dict[str, Any], *, key: str) -> list[byt
             f"event: {kind}\ndata: ".encode() + orjson.dumps({"type": kind, **data}) + b"\n\n"
         )
 
-    emit("message_start", message=_message(request, key, [], None, 1))
+    # as the API streams it: the input at the start, one output token so far
+    emit("message_start", message=_message(request, key, [], None, _usage(turn, 1)))
     emit("ping")
     for index, block in enumerate(content):
         kind = block["type"]
@@ -242,7 +248,7 @@ def message_events(turn: Turn, request: dict[str, Any], *, key: str) -> list[byt
     emit(
         "message_delta",
         delta={"stop_reason": _stop_reason(turn), "stop_sequence": None},
-        usage=_usage(0),
+        usage=_usage(turn),
     )
     emit("message_stop")
     return events

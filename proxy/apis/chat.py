@@ -21,6 +21,7 @@ from proxy.errors import BadRequest
 from proxy.replay.content import is_content, text_of
 from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_greeting
 from proxy.replay.trajectory import Turn
+from proxy.replay.usage import NO_USAGE
 
 # ---- the request
 
@@ -105,7 +106,17 @@ def _calls(pos: int, raw: Any) -> list[Call]:
 
 # ---- the answer
 
-USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}  # no model ran
+
+def chat_usage(turn: Turn) -> dict[str, Any]:
+    """The turn's usage (proxy.replay.usage: as recorded, else estimated) as Chat writes it."""
+    u = turn.usage or NO_USAGE
+    return {
+        "prompt_tokens": u.input,
+        "completion_tokens": u.output,
+        "total_tokens": u.input + u.output,
+        "prompt_tokens_details": {"cached_tokens": u.cached},
+        "completion_tokens_details": {"reasoning_tokens": u.reasoning},
+    }
 
 
 def finish_reason(turn: Turn) -> str:
@@ -144,7 +155,7 @@ def chat_completion(turn: Turn, *, model: str, completion_id: str, created: int)
                     "logprobs": None,
                 }
             ],
-            "usage": USAGE,
+            "usage": chat_usage(turn),
         }
     )
 
@@ -176,7 +187,8 @@ def chat_stream(
         events.append(event({"tool_calls": [{"index": i, **call}]}))
     events.append(event({}, finish_reason(turn)))
     if include_usage:
-        events.append(b"data: " + orjson.dumps({**head, "choices": [], "usage": USAGE}) + b"\n\n")
+        usage = {**head, "choices": [], "usage": chat_usage(turn)}
+        events.append(b"data: " + orjson.dumps(usage) + b"\n\n")
     events.append(b"data: [DONE]\n\n")
     return events
 

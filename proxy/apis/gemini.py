@@ -32,6 +32,7 @@ from proxy.replay.conversation import NO_ID, Call, Conversation, Reply, Result, 
 from proxy.replay.ids import wire_id
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
+from proxy.replay.usage import NO_USAGE
 
 GENERATE = ":generateContent"
 STREAM = ":streamGenerateContent"
@@ -151,15 +152,29 @@ def parts(turn: Turn, request: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-USAGE = {"promptTokenCount": 0, "candidatesTokenCount": 0, "totalTokenCount": 0}
+def usage_metadata(turn: Turn) -> dict[str, Any]:
+    """Gemini counts thoughts apart from the candidates' tokens."""
+    u = turn.usage or NO_USAGE
+    out = {
+        "promptTokenCount": u.input,
+        "candidatesTokenCount": u.output - u.reasoning,
+        "totalTokenCount": u.input + u.output,
+    }
+    if u.cached:
+        out["cachedContentTokenCount"] = u.cached
+    if u.reasoning:
+        out["thoughtsTokenCount"] = u.reasoning
+    return out
 
 
-def _chunk(content: list[dict[str, Any]], model: str, key: str, last: bool) -> dict[str, Any]:
+def _chunk(
+    content: list[dict[str, Any]], model: str, key: str, last: Turn | None
+) -> dict[str, Any]:
     candidate: dict[str, Any] = {"content": {"role": "model", "parts": content}, "index": 0}
     chunk: dict[str, Any] = {"candidates": [candidate]}
-    if last:
+    if last is not None:
         candidate["finishReason"] = "STOP"
-        chunk["usageMetadata"] = USAGE
+        chunk["usageMetadata"] = usage_metadata(last)
     chunk["modelVersion"] = model or "replay"
     chunk["responseId"] = key
     return chunk
@@ -168,7 +183,7 @@ def _chunk(content: list[dict[str, Any]], model: str, key: str, last: bool) -> d
 def response_object(turn: Turn, conv: Conversation, request: dict[str, Any], key: str) -> bytes:
     if conv.array:
         return orjson.dumps(_chunks(turn, conv, request, key))
-    return orjson.dumps(_chunk(parts(turn, request), conv.model, key, True))
+    return orjson.dumps(_chunk(parts(turn, request), conv.model, key, turn))
 
 
 def response_events(
@@ -183,7 +198,10 @@ def _chunks(
     """One chunk per part, the last one carrying finishReason and usageMetadata."""
     content = parts(turn, request) or [{"text": ""}]
     last = len(content) - 1
-    return [_chunk([part], conv.model, key, i == last) for i, part in enumerate(content)]
+    return [
+        _chunk([part], conv.model, key, turn if i == last else None)
+        for i, part in enumerate(content)
+    ]
 
 
 # ---- on the way upstream

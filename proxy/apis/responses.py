@@ -34,6 +34,7 @@ from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_gr
 from proxy.replay.ids import derived
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
+from proxy.replay.usage import NO_USAGE
 
 # ---- the request
 
@@ -115,18 +116,25 @@ REASONING_MARK = "rp1."  # prefixes the proxy's own encrypted_content, stripped 
 OWN_ID_PREFIXES = ("rs_rp1", "msg_rp1", "fc_rp1", "resp_rp1")  # ids the proxy made up
 
 
-def _usage() -> dict[str, Any]:
+def _usage(turn: Turn) -> dict[str, Any]:
+    u = turn.usage or NO_USAGE
     return {
-        "input_tokens": 0,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": 0,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": 0,
+        "input_tokens": u.input,
+        "input_tokens_details": {"cached_tokens": u.cached},
+        "output_tokens": u.output,
+        "output_tokens_details": {"reasoning_tokens": u.reasoning},
+        "total_tokens": u.input + u.output,
     }
 
 
 def _envelope(
-    rid: str, request: dict[str, Any], created: int, status: str, output: list[Any], done: bool
+    rid: str,
+    request: dict[str, Any],
+    created: int,
+    status: str,
+    output: list[Any],
+    done: bool,
+    turn: Turn | None = None,
 ) -> dict[str, Any]:
     given = request.get("reasoning")
     reasoning: dict[str, Any] = given if isinstance(given, dict) else {}
@@ -158,7 +166,7 @@ def _envelope(
         "top_logprobs": 0,
         "top_p": request.get("top_p", 1.0),
         "truncation": "disabled",
-        "usage": _usage() if done else None,
+        "usage": _usage(turn) if done and turn is not None else None,
         "user": None,
         "metadata": request.get("metadata") or {},
     }
@@ -227,7 +235,9 @@ def response_object(turn: Turn, request: dict[str, Any], *, key: str, created: i
     """The non-streaming body."""
     items = _Items(turn, key, request)
     return orjson.dumps(
-        _envelope(derived("resp_rp1", key), request, created, "completed", items.output(), True)
+        _envelope(
+            derived("resp_rp1", key), request, created, "completed", items.output(), True, turn
+        )
     )
 
 
@@ -293,7 +303,7 @@ def response_events(turn: Turn, request: dict[str, Any], *, key: str, created: i
         index += 1
     emit(
         "response.completed",
-        response=_envelope(rid, request, created, "completed", items.output(), True),
+        response=_envelope(rid, request, created, "completed", items.output(), True, turn),
     )
     return events
 

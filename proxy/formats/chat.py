@@ -30,6 +30,7 @@ import hashlib
 import json
 from collections import deque
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -38,6 +39,7 @@ from proxy.errors import LoadError
 from proxy.formats.responses import OWN_CALL
 from proxy.replay.content import split_reasoning, text_of
 from proxy.replay.trajectory import Note, ToolCall, Trajectory, Turn, UserMessage, place_of
+from proxy.replay.usage import read_usage
 
 
 def trajectory_from_messages(
@@ -141,6 +143,7 @@ def trajectory_from_messages(
                 greetings.append(text)  # before the task: prompt, compared like the system prompt
                 continue
             unanswered = deque(made_up)
+            created = epoch(msg.get("created"))
             turns.append(
                 Turn(
                     number,
@@ -152,6 +155,8 @@ def trajectory_from_messages(
                     None,
                     exchange,
                     tuple(follow_up),
+                    read_usage(msg.get("usage")),  # a reader puts the recorded usage here
+                    created,
                 )
             )
             pending, follow_up = [], []
@@ -300,6 +305,20 @@ def normalize_arguments(value: Any, source: str, idx: int, position: int) -> str
         return json.dumps(value, ensure_ascii=False)
     where = f"tool_calls[{position}].function.arguments"
     raise LoadError(source, idx, f"{where} must be a JSON string or object")
+
+
+def epoch(value: Any) -> int | None:
+    """When an answer was made, as epoch seconds: a number, or an ISO 8601 time as logs write."""
+    if type(value) is int:
+        return value if value > 0 else None
+    if type(value) is float:
+        return int(value) if value > 0 else None
+    if type(value) is str:
+        try:
+            return int(datetime.fromisoformat(value).timestamp())
+        except ValueError:
+            return None
+    return None
 
 
 def synthetic_call_id(digest: str, turn: int, position: int) -> str:

@@ -175,6 +175,9 @@ class _Builder:
             self.parts.append((self.current, self.texts, self.thoughts))
             self.add(self.current, index)
         current = self.current
+        if isinstance(message.get("usage"), dict):  # each line of a message: the last is whole
+            current["usage"] = message["usage"]
+        current.setdefault("created", value.get("timestamp"))
         for j, block in enumerate(blocks):
             if self._repeated(block):
                 continue

@@ -129,6 +129,8 @@ class _Builder:
     def read(self) -> None:
         for index, kind, payload in self.entries:
             if _boundary(kind, payload):
+                if self.current is not None and (usage := _last_usage(payload)) is not None:
+                    self.current["usage"] = usage  # what the response just completed cost
                 self.current = None
             if kind == "response_item":
                 if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
@@ -279,6 +281,17 @@ def _boundary(kind: str, payload: Any) -> bool:
     return (
         kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count"
     )
+
+
+def _last_usage(payload: Any) -> Any:
+    """The token counts of the response a bookkeeping line closes, in Codex's own field names:
+    a token_usage_record's `usage`, or a token_count event's `info.last_token_usage`."""
+    if not isinstance(payload, dict):
+        return None
+    if isinstance(payload.get("usage"), dict):
+        return payload["usage"]
+    info = payload.get("info")
+    return info.get("last_token_usage") if isinstance(info, dict) else None
 
 
 def _agent_id(output: str) -> str | None:

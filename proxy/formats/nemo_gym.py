@@ -105,6 +105,11 @@ def _rollout(index: int, row: Any, source: str) -> Converted:
         where = _place(index, exc.index if exc.index is not None else 0, len(given))
         return _refused(label, f"{where}: {exc.reason}")
     places = {k: _place(index, k, len(given)) for k in indexes}
+    if isinstance(response, dict):  # the response's usage and time are its last model call's
+        last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+        if last is not None:
+            last["usage"] = response.get("usage")
+            last["created"] = response.get("created_at")
     return Converted(messages, indexes, label=label, places=places)
 
 

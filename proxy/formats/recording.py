@@ -20,12 +20,13 @@ import orjson
 
 from proxy.errors import LoadError
 from proxy.formats.anthropic import messages_to_chat
-from proxy.formats.chat import trajectory_from_messages
+from proxy.formats.chat import epoch, trajectory_from_messages
 from proxy.formats.gemini import MADE_UP, contents_to_chat
 from proxy.formats.responses import items_to_chat
 from proxy.replay.content import text_of
 from proxy.replay.normalize import squash
 from proxy.replay.trajectory import Note, Recorded, Trajectory
+from proxy.replay.usage import read_usage
 
 
 def is_recording(first: Any) -> bool:
@@ -95,7 +96,15 @@ def trajectory_from_recording(
         if found is None:
             turns.append(turn)
             continue
-        turns.append(dataclasses.replace(turn, recorded=_recorded(*steps[found])))
+        index, exchange = steps[found]
+        turns.append(
+            dataclasses.replace(
+                turn,
+                recorded=_recorded(index, exchange),
+                usage=turn.usage or read_usage(_answer_usage(exchange)),
+                created=turn.created or epoch(exchange.get("started")),
+            )
+        )
         at = found + 1
     return dataclasses.replace(
         t, turns=tuple(turns), skipped=(*notes, *t.skipped), side=tuple(side)
@@ -204,6 +213,32 @@ def _with_recorded_answers(conversation: list[Any], steps: list[dict[str, Any]])
             message = answers.get(_ids(message), message)
         out.append(message)
     return out
+
+
+def _answer_usage(exchange: dict[str, Any]) -> Any:
+    """The usage the recorded answer carried, in its API's shape: a JSON answer's own, or for a
+    stream the last one its events carried (Anthropic's: message_start's, then message_delta's)."""
+    response = exchange.get("response")
+    if isinstance(response, dict):
+        return response.get("usage") or response.get("usageMetadata")
+    found: dict[str, Any] = {}
+    for event in exchange.get("events") or []:
+        data = event.partition("data: ")[2] if isinstance(event, str) else ""
+        if not data.startswith("{"):
+            continue
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            continue
+        inner = chunk.get("message") or chunk.get("response") or {}
+        usage = (
+            chunk.get("usage")
+            or chunk.get("usageMetadata")
+            or (inner.get("usage") if isinstance(inner, dict) else None)
+        )
+        if isinstance(usage, dict):
+            found = {**found, **usage}
+    return found or None
 
 
 def _recorded(index: int, exchange: dict[str, Any]) -> Recorded:

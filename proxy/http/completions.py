@@ -8,6 +8,7 @@ plain ASGI (not FastAPI routes): these are the hot paths.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import shlex
 import time
@@ -33,6 +34,7 @@ from proxy.replay.faults import Fault, Kind
 from proxy.replay.presets import Preset
 from proxy.replay.text_based import belongs
 from proxy.replay.trajectory import Trajectory, Turn
+from proxy.replay.usage import stable_time, usage_for
 from proxy.runtime import Runtime
 from proxy.sessions.registry import BRANCH_HEADER, Binding, branch_point
 
@@ -348,11 +350,15 @@ def _answer(
     else:
         turn = decision.turn
         label, source = f"{turn.number}/{decision.total}", "scripted"
+    key = f"replay-{script.digest[:12] if script else 'none'}-{turn.number}"
+    # the usage as recorded (else estimated), and a time that is the same on every replay
+    turn = dataclasses.replace(
+        turn, usage=usage_for(turn, len(call.raw)), created=turn.created or stable_time(key)
+    )
     headers = own_headers(call.headers, source.encode(), (b"x-replay-turn", label.encode()))
     if fault is not None:
         _injected(call, fault, label)
         headers.append((b"x-replay-fault", fault.label.encode()))
-    key = f"replay-{script.digest[:12] if script else 'none'}-{turn.number}"
     recorded = turn.recorded
     if recorded is not None and (recorded.stream, recorded.status, recorded.api) == (
         conv.stream,

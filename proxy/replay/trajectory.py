@@ -48,6 +48,18 @@ class Recorded:
     preset: str | None = None  # the harness preset it was recorded with (proxy.replay.presets)
 
 
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens a model call cost (proxy.replay.usage reads and estimates them)."""
+
+    input: int  # every input token, cached or not
+    output: int  # every output token, reasoning included
+    cached: int = 0  # input tokens read from a cache
+    cache_write: int = 0  # input tokens written to a cache (Anthropic)
+    reasoning: int = 0  # output tokens spent reasoning
+    estimated: bool = False  # nothing was recorded: about 4 characters a token
+
+
 @dataclass(slots=True)
 class Turn:
     number: int  # 1-based position in the script
@@ -61,6 +73,8 @@ class Turn:
     # the user messages that opened this turn's exchange after the previous one's final answer:
     # the harness sends these itself, so they are compared with the request, never spliced
     follow_up: tuple[UserMessage, ...] = ()
+    usage: Usage | None = None  # what the recorded model call cost, when the file says
+    created: int | None = None  # when it was answered (epoch seconds), when the file says
 
     @property
     def final(self) -> bool:

@@ -276,6 +276,10 @@ class Sessions:
                         return  # the turn was not served: the request gets the fault instead
                 s.scripted_responses += 1
                 s.turns_served = max(s.turns_served, decision.turn.number)
+                if decision.turn.usage is None:
+                    s.usage_estimated += 1
+                else:
+                    s.usage_recorded += 1
                 if decision.volatile is not None:
                     s.volatile_served += 1
                     if s.volatile is None:

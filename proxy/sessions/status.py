@@ -84,6 +84,7 @@ def report(
         "turns_planned": state.turns_planned,
         "turns_served": state.turns_served,
         "scripted_responses": state.scripted_responses,
+        "usage": {"recorded": state.usage_recorded, "estimated": state.usage_estimated},
         "tool_results": {
             "expected": len(calls),
             "returned": sum(c["result_returned"] for c in calls),

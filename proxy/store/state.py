@@ -33,6 +33,9 @@ class SessionState:
     volatile_served: int = 0
     preset: str | None = None  # the harness preset its requests were recognised by
     upstream: str | None = None  # where its live calls go, when --upstream depends on the session
+    # scripted answers whose usage was as recorded, and those whose usage was estimated
+    usage_recorded: int = 0
+    usage_estimated: int = 0
     forwarded: dict[str, int] = field(default_factory=dict)  # lane -> requests sent upstream
     errors: int = 0
     # what came back: scripted call ids whose results the harness has sent
@@ -73,6 +76,8 @@ class SessionState:
         new.volatile_served = self.volatile_served
         new.preset = self.preset
         new.upstream = self.upstream
+        new.usage_recorded = self.usage_recorded
+        new.usage_estimated = self.usage_estimated
         new.forwarded = dict(self.forwarded)
         new.errors = self.errors
         new.results_returned = list(self.results_returned)

@@ -46,7 +46,11 @@ def test_scripted_turns_then_live_with_the_splice(
             ("call_A", '{"command": "touch notes.txt"}')
         ]
         if stream:
-            assert first["usage"] is not None and first["usage"].total_tokens == 0
+            # nothing recorded: estimated at about 4 characters a token (proxy.replay.usage):
+            # "Creating it.", "first the file", "bash" and its arguments are 60 characters
+            usage = first["usage"]
+            assert usage is not None and usage.completion_tokens == 15
+            assert usage.prompt_tokens > 0 and usage.completion_tokens_details.reasoning_tokens == 4
         else:
             assert first["reasoning"] == "first the file"
         follow(messages, first)

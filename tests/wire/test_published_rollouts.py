@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 
 from tests.conftest import ROOT, ProxyFactory
@@ -88,3 +89,58 @@ def test_the_tau2_rollout_replays_its_recorded_steps_on_both_apis(
     for api in ("responses", "chat"):
         assert served(folder, proxy, upstream_url, api) == expected, api
     assert fake.requests == []  # every answer was the recording's
+
+
+CODING = ROOT / "tests/fixtures/corpus/nemo-gym/competitive_coding.jsonl"
+
+
+def test_a_rollouts_recorded_usage_is_reported_on_every_api_and_replays_are_identical(
+    proxy: ProxyFactory, tmp_path: Path
+) -> None:
+    """NeMo-Gym's competitive_coding rollout records one model call: 109 input and 785 output
+    tokens. Its replay says so, in each API's own fields, and two replays give the same bytes."""
+    row = json.loads(CODING.read_text().splitlines()[0])
+    task, recorded = row["responses_create_params"]["input"], row["response"]["usage"]
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    shutil.copy(CODING, folder / "coding.jsonl")
+    requests = {
+        "/v1/responses": {"model": "m", "input": task},
+        "/v1/chat/completions": {"model": "m", "messages": [{"role": "user", "content": task}]},
+        "/v1/messages": {
+            "model": "m",
+            "max_tokens": 10,
+            "messages": [{"role": "user", "content": task}],
+        },
+    }
+
+    def replay(session: str) -> dict[str, bytes]:
+        answers = {}
+        with proxy(trajectory_dir=folder) as url:
+            root = url.removesuffix("/v1")
+            for path, body in requests.items():
+                headers = {
+                    "x-replay-trajectory": "coding.1",
+                    "x-session-affinity": session + path.replace("/", "-"),
+                }
+                answer = httpx.post(root + path, json=body, headers=headers)
+                assert answer.status_code == 200, answer.text
+                answers[path] = answer.content
+            status = httpx.get(f"{root}/replay/sessions").json()["data"]
+        assert {s["usage"]["recorded"] for s in status} == {1}
+        return answers
+
+    first, second = replay("run"), replay("run")
+    assert first == second  # ids, times and usage: the same bytes
+    responses = json.loads(first["/v1/responses"])
+    assert responses["usage"]["input_tokens"] == recorded["input_tokens"] == 109
+    assert responses["usage"]["output_tokens"] == recorded["output_tokens"] == 785
+    assert responses["created_at"] == int(row["response"]["created_at"])
+    chat = json.loads(first["/v1/chat/completions"])["usage"]
+    assert (chat["prompt_tokens"], chat["completion_tokens"], chat["total_tokens"]) == (
+        109,
+        785,
+        894,
+    )
+    claude = json.loads(first["/v1/messages"])["usage"]
+    assert (claude["input_tokens"], claude["output_tokens"]) == (109, 785)

@@ -1,0 +1,168 @@
+"""The usage each reader keeps with a turn, checked against the published files read on their own
+(NeMo-Gym's rollouts, a Claude Code transcript, a Codex rollout), and the shapes it is read in."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy.formats import load_all
+from proxy.replay.trajectory import ToolCall, Turn, Usage
+from proxy.replay.usage import read_usage, stable_time, usage_for
+from tests.conftest import ROOT
+
+CORPUS = ROOT / "tests/fixtures/corpus"
+LOGS = ROOT / "tests/fixtures/logs"
+
+
+@pytest.mark.parametrize(
+    ("shape", "usage"),
+    [
+        (  # Chat Completions
+            {
+                "prompt_tokens": 100,
+                "completion_tokens": 20,
+                "prompt_tokens_details": {"cached_tokens": 60},
+                "completion_tokens_details": {"reasoning_tokens": 5},
+            },
+            Usage(100, 20, 60, 0, 5),
+        ),
+        (  # Responses
+            {
+                "input_tokens": 2940,
+                "input_tokens_details": {"cached_tokens": 2688},
+                "output_tokens": 8,
+                "output_tokens_details": {"reasoning_tokens": 0},
+            },
+            Usage(2940, 8, 2688),
+        ),
+        (  # Anthropic: the input it counts leaves out what the cache read and wrote
+            {
+                "input_tokens": 10,
+                "cache_read_input_tokens": 2000,
+                "cache_creation_input_tokens": 500,
+                "output_tokens": 7,
+            },
+            Usage(2510, 7, 2000, 500),
+        ),
+        (  # Gemini: thoughts are apart from the candidates
+            {
+                "promptTokenCount": 50,
+                "candidatesTokenCount": 10,
+                "thoughtsTokenCount": 4,
+                "cachedContentTokenCount": 20,
+            },
+            Usage(50, 14, 20, 0, 4),
+        ),
+        (  # Codex's token counts
+            {
+                "input_tokens": 5,
+                "cached_input_tokens": 2,
+                "cache_write_input_tokens": 1,
+                "output_tokens": 7,
+                "reasoning_output_tokens": 3,
+            },
+            Usage(5, 7, 2, 1, 3),
+        ),
+    ],
+)
+def test_usage_is_read_in_every_apis_shape(shape: dict[str, Any], usage: Usage) -> None:
+    assert read_usage(shape) == usage
+
+
+def test_what_is_no_usage_is_none() -> None:
+    assert read_usage(None) is None and read_usage({"total": 3}) is None and read_usage([1]) is None
+    assert read_usage({"input_tokens": -4, "output_tokens": "7"}) == Usage(0, 0)
+
+
+def test_an_estimate_is_about_four_characters_a_token_and_says_so() -> None:
+    turn = Turn(1, 0, "abcde", "think", (ToolCall("c", "bash", '{"a":1}'),))
+    assert usage_for(turn, 401) == Usage(101, 6, reasoning=2, estimated=True)  # 5+5+4+7 = 21
+    recorded = Usage(9, 8)
+    turn.usage = recorded
+    assert usage_for(turn, 401) is recorded
+
+
+def test_a_stable_time_is_the_same_for_a_turn_and_another_for_another() -> None:
+    assert stable_time("replay-abc-1") == stable_time("replay-abc-1") != stable_time("replay-abc-2")
+    assert 1_698_796_800 <= stable_time("replay-abc-1") < 1_698_796_800 + 2_000_000
+
+
+@pytest.mark.parametrize("name", ["customer_service_env", "tictactoe_env", "scicode"])
+def test_a_nemo_gym_rollouts_usage_is_its_last_model_calls(name: str) -> None:
+    """NeMo-Gym's simple agent returns the last model response with the whole output put in it
+    (responses_api_agents/simple_agent/app.py), so response.usage is the last call's."""
+    path = CORPUS / "nemo-gym" / f"{name}.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    trajectories = load_all(path)
+    assert len(trajectories) == len(rows)
+    for t, row in zip(trajectories, rows, strict=True):
+        response = row["response"]
+        given = response["usage"]
+        *earlier, last = t.turns
+        assert last.usage == Usage(
+            given["input_tokens"],
+            given["output_tokens"],
+            given["input_tokens_details"]["cached_tokens"],
+            0,
+            given["output_tokens_details"]["reasoning_tokens"],
+        )
+        assert last.created == int(response["created_at"])
+        assert all(turn.usage is None for turn in earlier)
+
+
+def test_a_claude_code_turn_has_its_messages_last_usage_and_first_time() -> None:
+    path = LOGS / "claude-code" / "session.jsonl"
+    usages: dict[str, Any] = {}
+    times: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        message = entry.get("message") or {}
+        if entry.get("type") == "assistant" and isinstance(message.get("usage"), dict):
+            usages[message["id"]] = message["usage"]  # each line repeats it: the last is whole
+            times.setdefault(message["id"], entry["timestamp"])
+    [t] = load_all(path)
+    expected = [read_usage(u) for u in usages.values()]
+    assert [turn.usage for turn in t.turns] == expected[: len(t.turns)]
+    assert all(turn.created is not None for turn in t.turns)
+
+
+def test_a_codex_turn_has_the_usage_its_response_was_recorded_with() -> None:
+    """Each token_usage_record closes a model response: its usage is that of the response's
+    first item's turn (a response the reader leaves out, such as an answer right after a final
+    one, has no turn to carry it)."""
+    path = LOGS / "codex" / "rollout.jsonl"
+    recorded: dict[int, Any] = {}
+    start = None
+    for index, line in enumerate(path.read_text().splitlines()):
+        entry = json.loads(line)
+        payload = entry.get("payload") or {}
+        side = payload.get("type") in ("reasoning", "function_call", "custom_tool_call") or (
+            payload.get("type") == "message" and payload.get("role") == "assistant"
+        )
+        if entry["type"] == "response_item" and side and start is None:
+            start = index
+        if entry["type"] == "token_usage_record":
+            recorded[start] = read_usage(payload["usage"])
+            start = None
+    [t] = load_all(path)
+    assert len(t.turns) == 7 and len(recorded) == 8
+    assert [turn.usage for turn in t.turns] == [recorded[turn.index] for turn in t.turns]
+
+
+def test_a_chat_trajectory_may_say_an_answers_usage_itself(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    usage = {"prompt_tokens": 12, "completion_tokens": 3}
+    path.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "hello", "usage": usage, "created": 1700000123},
+            ]
+        )
+    )
+    [t] = load_all(path)
+    assert t.turns[0].usage == Usage(12, 3) and t.turns[0].created == 1700000123
