@@ -113,6 +113,9 @@ def _chat(message: dict[str, Any], source: str, index: int) -> dict[str, Any]:
             out["reasoning_content"] = text
     if not out.get("tool_calls"):
         out.pop("tool_calls", None)
+    response = (message.get("extra") or {}).get("response")
+    if isinstance(response, dict):  # the raw completion litellm returned: what it cost, and when
+        out["usage"], out["created"] = response.get("usage"), response.get("created")
     return out
 
 

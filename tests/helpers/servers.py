@@ -130,6 +130,9 @@ def _respond(seen: Seen, message: dict[str, Any], finish: str) -> Response:
             )
             + b"\n\n"
         )
+        if (body.get("stream_options") or {}).get("include_usage"):  # as OpenAI does
+            usage = _completion(message, finish, model)["usage"]
+            yield b"data: " + orjson.dumps({**head, "choices": [], "usage": usage}) + b"\n\n"
         yield b"data: [DONE]\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream")

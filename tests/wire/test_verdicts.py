@@ -154,3 +154,39 @@ def test_the_recording_keeps_the_clients_request_and_the_spliced_one_apart(
 
 def _bash(call_id: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_recorded_runs_usage_is_what_its_replay_reports(
+    stream: bool, proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], tmp_path: Path
+) -> None:
+    """The fake model says 11 input and 7 output tokens for each answer: a recording keeps that
+    with its turns, and a replay of it through the Anthropic API reports it there."""
+    from proxy.formats import load_file
+    from proxy.replay.trajectory import Usage
+
+    fake, upstream_url = upstream
+    fake.then(tool_call("bash", '{"command": "touch notes.txt"}', "call_rec_1"), text("Done."))
+    with proxy(upstream=upstream_url, record_dir=tmp_path / "rec") as url:
+        c = client(url, **{"x-session-affinity": "ses_u"})
+        messages = [system("2026-12-05", "/w"), {"role": "user", "content": TASK}]
+        for _ in range(2):
+            message, _ = agent_step(c, messages, stream=stream)
+            if message["tool_calls"]:
+                follow(messages, message)
+    recording = tmp_path / "rec" / "ses_u.jsonl"
+    assert [turn.usage for turn in load_file(recording).turns] == [Usage(11, 7), Usage(11, 7)]
+    with proxy(trajectory=[recording]) as url:
+        answer = httpx.post(
+            url.removesuffix("/v1") + "/v1/messages",
+            headers={"x-session-affinity": "ses_again"},
+            json={
+                "model": "m",
+                "max_tokens": 100,
+                "system": messages[0]["content"],
+                "messages": [{"role": "user", "content": TASK}],
+                "tools": [{"name": "bash", "input_schema": {"type": "object"}}],
+            },
+        )
+    usage = answer.json()["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (11, 7), answer.text

@@ -166,3 +166,15 @@ def test_a_chat_trajectory_may_say_an_answers_usage_itself(tmp_path: Path) -> No
     )
     [t] = load_all(path)
     assert t.turns[0].usage == Usage(12, 3) and t.turns[0].created == 1700000123
+
+
+def test_a_mini_swe_agent_turn_has_the_usage_of_the_completion_it_kept() -> None:
+    path = CORPUS / "mini-swe-agent" / "astropy__astropy-12907.traj.json"
+    messages = json.loads(path.read_text())["messages"]
+    [t] = load_all(path)
+    assert t.turns
+    for turn in t.turns:
+        response = messages[turn.index]["extra"]["response"]
+        assert turn.usage == read_usage(response["usage"]) and turn.usage is not None
+        assert turn.created == response["created"]
+    assert t.turns[0].usage == Usage(1689, 76, 1664)
