@@ -20,9 +20,9 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from bench import churn, clients, footprint, procs, slow, stores, throughput
+from bench import churn, clients, footprint, procs, rollouts, slow, stores, throughput
 
-SUITES = ("throughput", "footprint", "slow", "stores", "clients", "churn")
+SUITES = ("throughput", "footprint", "slow", "stores", "clients", "churn", "rollouts")
 
 
 def _rps(results: dict[str, Any], key: str) -> float:
@@ -309,12 +309,32 @@ def main() -> None:
             print("churn: no --redis and no redis-server installed: the redis store is left out")
             results["churn"] = churn.suite(None, **options)
         print(churn.table(results["churn"]))
+    if "rollouts" in args.suites:
+        if not shutil.which("redis-server") and not args.redis:
+            print("rollouts: needs a Redis server (its two workers share one): left out")
+        elif args.redis:
+            results["rollouts"] = rollouts.suite(args.redis)
+        else:
+            with procs.redis_server() as url:
+                results["rollouts"] = rollouts.suite(url)
+        if "rollouts" in results:
+            print(json.dumps(results["rollouts"], indent=2))
     rows = targets(
         results.get("throughput", {}),
         results.get("footprint"),
         results.get("slow"),
         results.get("churn"),
     )
+    if "rollouts" in results:
+        r = results["rollouts"]
+        rows.append(
+            (
+                f"{r['rollouts']} rollouts (K={r['turns_scripted']}, then live): none crossed",
+                f"{r['crossed']} crossed, {r['errors']} errors",
+                "0 and 0",
+                rollouts.met(r),
+            )
+        )
     if rows:
         width = max(len(r[0]) for r in rows)
         print("\ntargets")
