@@ -8,7 +8,6 @@ plain ASGI (not FastAPI routes): these are the hot paths.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import shlex
 import time
@@ -352,9 +351,7 @@ def _answer(
         label, source = f"{turn.number}/{decision.total}", "scripted"
     key = f"replay-{script.digest[:12] if script else 'none'}-{turn.number}"
     # the usage as recorded (else estimated), and a time that is the same on every replay
-    turn = dataclasses.replace(
-        turn, usage=usage_for(turn, len(call.raw)), created=turn.created or stable_time(key)
-    )
+    turn = turn.served(usage_for(turn, len(call.raw)), turn.created or stable_time(key))
     headers = own_headers(call.headers, source.encode(), (b"x-replay-turn", label.encode()))
     if fault is not None:
         _injected(call, fault, label)

@@ -48,9 +48,10 @@ class Recorded:
     preset: str | None = None  # the harness preset it was recorded with (proxy.replay.presets)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Usage:
-    """Tokens a model call cost (proxy.replay.usage reads and estimates them)."""
+    """Tokens a model call cost (proxy.replay.usage reads and estimates them). Read-only once
+    made; not frozen, as one is made per scripted answer when it is estimated."""
 
     input: int  # every input token, cached or not
     output: int  # every output token, reasoning included
@@ -75,6 +76,14 @@ class Turn:
     follow_up: tuple[UserMessage, ...] = ()
     usage: Usage | None = None  # what the recorded model call cost, when the file says
     created: int | None = None  # when it was answered (epoch seconds), when the file says
+
+    def served(self, usage: Usage, created: int) -> Turn:
+        """This turn as one answer serves it: with its usage and time settled. Positional: it
+        runs on every scripted answer, and dataclasses.replace costs three times as much."""
+        return Turn(
+            self.number, self.index, self.text, self.reasoning, self.tool_calls,
+            self.users_before, self.recorded, self.exchange, self.follow_up, usage, created,
+        )  # fmt: skip
 
     @property
     def final(self) -> bool:

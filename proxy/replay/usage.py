@@ -17,6 +17,7 @@ the input, the turn's text, reasoning, tool names and arguments for the output (
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -88,6 +89,7 @@ def usage_for(turn: Turn, request_bytes: int) -> Usage:
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def stable_time(key: str) -> int:
     """A `created` time for a turn whose file says none: derived from the script and the turn
     (its answer key), so that two replays of one run give the same bytes. It lies in 2023-11,

@@ -178,3 +178,16 @@ def test_a_mini_swe_agent_turn_has_the_usage_of_the_completion_it_kept() -> None
         assert turn.usage == read_usage(response["usage"]) and turn.usage is not None
         assert turn.created == response["created"]
     assert t.turns[0].usage == Usage(1689, 76, 1664)
+
+
+def test_a_served_turn_is_the_turn_with_its_usage_and_time_settled() -> None:
+    from dataclasses import fields
+
+    from proxy.replay.trajectory import UserMessage
+
+    turn = Turn(3, 7, "t", "r", (ToolCall("c", "n", "{}"),), (UserMessage(1, "u"),), None, 2)
+    served = turn.served(Usage(1, 2), 99)
+    for field in fields(Turn):  # a field added to Turn and left out of served() fails here
+        if field.name not in ("usage", "created"):
+            assert getattr(served, field.name) == getattr(turn, field.name), field.name
+    assert (served.usage, served.created, turn.usage, turn.created) == (Usage(1, 2), 99, None, None)
