@@ -252,6 +252,7 @@ def _v0_action(out: _Builder, metadata: dict[str, Any], source: str, index: int)
     }
     if thinking := _reasoning(message):
         assistant["reasoning_content"] = thinking
+    assistant["usage"], assistant["created"] = response.get("usage"), response.get("created")
     out.add(index, assistant)
     out.turn = (response_id, assistant)
 

@@ -115,9 +115,11 @@ def _row(state: SessionState, events: list[Event]) -> str:
         ", ".join(f"{escape(k)} {v}" for k, v in sorted(state.forwarded.items()) if v) or "—"
     )
     injected = ""
+    if state.upstream is not None:  # an upstream per session: where this one's calls went
+        injected = f"<br>live at <code>{escape(state.upstream)}</code>"
     if state.injected:
         latest = ", ".join(f"{i['kind']} at turn {i['turn']}" for i in state.injected[-5:])
-        injected = f"<br>faults injected: {len(state.injected)} ({escape(latest)})"
+        injected += f"<br>faults injected: {len(state.injected)} ({escape(latest)})"
     problem = ""
     if state.divergence is not None:
         problem = f'<div class="problem">turn {state.divergence.get("turn")}: {escape(str(state.divergence.get("path") or ""))}</div>'

@@ -150,7 +150,12 @@ def test_each_session_goes_live_under_its_own_id_at_the_gateway(
             messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Hi."}]
             c.chat.completions.create(model="m", messages=messages)  # no script: live
         found = sessions(root)
+        page = httpx.get(root + "/replay/ui").text
     seen = [(r.path, r.query, r.headers["x-rollout-id"]) for r in fake.requests]
+    assert (
+        "live at <code>" + upstream_url.removesuffix("/v1") + "/sessions/r%3A1/v1?rollout=</code>"
+        in page
+    )
     assert seen == [
         ("/sessions/r:1/v1/chat/completions", "rollout=", "r:1"),
         ("/sessions/r-2/v1/chat/completions", "rollout=", "r-2"),

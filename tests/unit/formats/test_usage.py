@@ -191,3 +191,17 @@ def test_a_served_turn_is_the_turn_with_its_usage_and_time_settled() -> None:
         if field.name not in ("usage", "created"):
             assert getattr(served, field.name) == getattr(turn, field.name), field.name
     assert (served.usage, served.created, turn.usage, turn.created) == (Usage(1, 2), 99, None, None)
+
+
+def test_an_openhands_v0_turn_has_the_usage_of_its_model_response() -> None:
+    path = LOGS / "openhands" / "v0-basic_interactions.json"
+    responses = [
+        e["tool_call_metadata"]["model_response"]
+        for e in json.loads(path.read_text())
+        if isinstance(e, dict) and (e.get("tool_call_metadata") or {}).get("model_response")
+    ]
+    [t] = load_all(path)
+    calling = [turn for turn in t.turns if turn.tool_calls]
+    assert len(calling) == len(responses) == 1
+    assert calling[0].usage == read_usage(responses[0]["usage"]) == Usage(2473, 10, 2304)
+    assert calling[0].created == responses[0]["created"]
