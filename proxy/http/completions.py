@@ -286,7 +286,7 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
             tap,
             api=call.api.name,
             started=call.started,
-            values=call.values,
+            values=call.values if call.runtime.upstream.target is not None else None,
         )
     except ProxyError as error:
         # the status says it was not answered

@@ -44,9 +44,11 @@ async def forward(request: Incoming, runtime: Runtime) -> Response:
         if tap is not None:
             tap.exchange.source = source
         try:
-            values = {"session": session, "trajectory": request.trajectory or ""}
-            if tap is not None and runtime.upstream.target is not None:
-                tap.exchange.upstream = runtime.upstream.where(values)
+            values = None
+            if runtime.upstream.target is not None:  # an upstream per session
+                values = {"session": session, "trajectory": request.trajectory or ""}
+                if tap is not None:
+                    tap.exchange.upstream = runtime.upstream.where(values)
             response = await runtime.forward(
                 request, request.body, [], tap, api=LANE, started=started, values=values
             )
