@@ -131,10 +131,12 @@ def _assistant(
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
 
-    def flush() -> None:
+    def flush(finish: dict[str, Any] | None = None) -> None:
         if not (text or reasoning or calls):
             return
         message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
+        if finish is not None:  # step-finish: what the step cost, its input less the cache's
+            message["usage"] = finish.get("tokens")
         if reasoning:
             message["reasoning_content"] = "".join(reasoning)
         if calls:
@@ -147,7 +149,7 @@ def _assistant(
     for j, part in enumerate(parts):
         kind = part["type"]
         if kind in ("step-start", "step-finish"):
-            flush()
+            flush(part if kind == "step-finish" else None)
         elif kind == "text":
             text.append(_string(part, "text", source, index, j))
         elif kind == "reasoning":

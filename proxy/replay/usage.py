@@ -29,10 +29,21 @@ NO_USAGE = Usage(0, 0)  # a turn rendered with no usage known (renderers' defaul
 
 
 def read_usage(value: Any) -> Usage | None:
-    """Usage written in any of the APIs' shapes (and Codex's token_count); None when `value` is
-    none of them or holds no counts."""
+    """Usage written in any of the APIs' shapes (and Codex's token counts, opencode's step
+    tokens); None when `value` is none of them or holds no counts."""
     if not isinstance(value, dict):
         return None
+    cache = value.get("cache")
+    if isinstance(cache, dict) and "input" in value:  # opencode's step tokens: all apart
+        read, written = _int(cache.get("read")), _int(cache.get("write"))
+        reasoning = _int(value.get("reasoning"))
+        return Usage(
+            _int(value.get("input")) + read + written,
+            _int(value.get("output")) + reasoning,
+            read,
+            written,
+            reasoning,
+        )
     if "promptTokenCount" in value or "candidatesTokenCount" in value:  # Gemini
         thoughts = _int(value.get("thoughtsTokenCount"))
         return Usage(

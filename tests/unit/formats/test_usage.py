@@ -205,3 +205,22 @@ def test_an_openhands_v0_turn_has_the_usage_of_its_model_response() -> None:
     assert len(calling) == len(responses) == 1
     assert calling[0].usage == read_usage(responses[0]["usage"]) == Usage(2473, 10, 2304)
     assert calling[0].created == responses[0]["created"]
+
+
+def test_an_opencode_turn_has_its_steps_tokens() -> None:
+    """opencode's step-finish tokens count input without the cache's, and output without the
+    reasoning (opencode's session getUsage): both are put back."""
+    assert read_usage(
+        {"input": 10, "output": 5, "reasoning": 2, "cache": {"read": 100, "write": 20}}
+    ) == Usage(130, 7, 100, 20, 2)
+    path = LOGS / "opencode" / "session.json"
+    doc = json.loads(path.read_text())
+    steps = [
+        part["tokens"]
+        for message in doc["messages"]
+        for part in message["parts"]
+        if part.get("type") == "step-finish"
+    ]
+    [t] = load_all(path)
+    assert [turn.usage for turn in t.turns] == [read_usage(s) for s in steps][: len(t.turns)]
+    assert all(turn.usage is not None for turn in t.turns)
