@@ -1,5 +1,11 @@
 """Answers the proxy makes itself (a scripted turn, a recorded exchange replayed): SSE streams
-through sse-starlette's EventSourceResponse, event by event; JSON in one piece.
+event by event, JSON in one piece.
+
+Every event of a scripted stream is in memory before the first is sent, so nothing waits between
+two of them: the stream is plain ASGI messages, one per event, with the headers
+sse-starlette's EventSourceResponse writes. EventSourceResponse runs a task group and a
+disconnect listener per response, which cost more than the rest of a scripted stream (profiled:
+issue 33); it stays for streams that wait between events (proxy.http.faults: a stall).
 
 The events are rendered once, as the bytes the SDKs parse (proxy.apis), and sent as they are.
 `on_complete` runs before the last event (or the JSON body) is sent, as for a forwarded answer, so
@@ -8,9 +14,8 @@ a recording line is on its way before the client sees the end.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
-from sse_starlette import EventSourceResponse
 from sse_starlette.sse import AppStatus
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -46,22 +51,52 @@ def rendered(
     on_complete: OnComplete | None = None,
 ) -> Response:
     if content_type.startswith(b"text/event-stream"):
-        # no keep-alive pings: the events are all in memory, and a ping would also hide a
-        # stall that a test injects on purpose
-        events = EventSourceResponse(_events(parts, on_complete), status_code=status, ping=0)
-        events.raw_headers.extend(headers)
-        return events
+        return Events(parts, headers, content_type, status, on_complete)
     return Whole(b"".join(parts), headers, content_type, status, on_complete)
 
 
-async def _events(parts: Sequence[bytes], on_complete: OnComplete | None) -> AsyncIterator[bytes]:
-    last = len(parts) - 1
-    for i, part in enumerate(parts):
-        if i == last and on_complete is not None:
-            await on_complete()
-        yield part
-    if last < 0 and on_complete is not None:
-        await on_complete()
+# what EventSourceResponse sends with every stream (and no keep-alive pings: nothing waits)
+_SSE_HEADERS = (
+    (b"cache-control", b"no-store"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),
+)
+
+
+class Events(Response):
+    """An SSE stream whose events are all in memory: the head, then each event as a body message
+    of its own. A client that has left makes the server drop what is sent (uvicorn does so after
+    a disconnect), so there is nothing to listen for and nothing to cancel."""
+
+    def __init__(
+        self,
+        parts: Sequence[bytes],
+        headers: list[tuple[bytes, bytes]],
+        content_type: bytes,
+        status: int,
+        on_complete: OnComplete | None,
+    ) -> None:
+        self.parts = parts
+        self.status_code = status
+        self.background = None
+        self.on_complete = on_complete
+        self.raw_headers = [(b"content-type", content_type), *_SSE_HEADERS, *headers]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        parts, last = self.parts, len(self.parts) - 1
+        if last < 0:
+            if self.on_complete is not None:
+                await self.on_complete()
+            await send({"type": "http.response.body", "body": b""})
+            return
+        for i in range(last):
+            await send({"type": "http.response.body", "body": parts[i], "more_body": True})
+        if self.on_complete is not None:  # before the end is released, as for a forwarded answer
+            await self.on_complete()
+        await send({"type": "http.response.body", "body": parts[last]})
 
 
 class Whole(Response):

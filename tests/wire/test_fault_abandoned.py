@@ -84,7 +84,11 @@ def test_a_client_that_leaves_a_waiting_fault_is_let_go_at_once(
     with proxy(trajectory=[write_trajectory(RECORDED)], record_dir=records) as url:
         root = url.removesuffix("/v1")
         host = root.removeprefix("http://")
-        # a streamed answer first, elsewhere: sse-starlette starts its lasting shutdown watcher
+        # a stalled stream first, elsewhere: sse-starlette (which paces stalled streams) starts
+        # its lasting shutdown watcher
+        warm_plan = [{"turn": 1, "kind": "stall", "seconds": 0.01}]
+        put = httpx.put(f"{root}/replay/sessions/warm-up/faults", json=warm_plan)
+        assert put.status_code == 200, put.text
         warm = client(url, **{"x-session-affinity": "warm-up"})
         agent_step(warm, start_messages(), stream=True)
         warm.close()
