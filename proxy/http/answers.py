@@ -4,8 +4,9 @@ event by event, JSON in one piece.
 Every event of a scripted stream is in memory before the first is sent, so nothing waits between
 two of them: the stream is plain ASGI messages, one per event, with the headers
 sse-starlette's EventSourceResponse writes. EventSourceResponse runs a task group and a
-disconnect listener per response, which cost more than the rest of a scripted stream (profiled:
-issue 33); it stays for streams that wait between events (proxy.http.faults: a stall).
+disconnect listener per response, which cost more than the rest of a scripted stream (without
+them a stream costs a third of the CPU: docs/performance.md); it stays for streams that wait
+between events (proxy.http.faults: a stall).
 
 The events are rendered once, as the bytes the SDKs parse (proxy.apis), and sent as they are.
 `on_complete` runs before the last event (or the JSON body) is sent, as for a forwarded answer, so
