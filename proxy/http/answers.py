@@ -1,16 +1,16 @@
-"""Answers the proxy makes itself (a scripted turn, a recorded exchange replayed): SSE streams
-event by event, JSON in one piece.
+"""Answers the proxy makes itself (a scripted turn, a recorded exchange replayed): SSE streams and
+JSON, each rendered once, as the bytes the SDKs parse (proxy.apis), and sent as they are.
 
 Every event of a scripted stream is in memory before the first is sent, so nothing waits between
-two of them: the stream is plain ASGI messages, one per event, with the headers
-sse-starlette's EventSourceResponse writes. EventSourceResponse runs a task group and a
-disconnect listener per response, which cost more than the rest of a scripted stream (without
-them a stream costs a third of the CPU: docs/performance.md); it stays for streams that wait
-between events (proxy.http.faults: a stall).
+two of them: the stream goes out as one chunk of the chunked body, with the headers sse-starlette's
+EventSourceResponse writes. An SSE client splits events on blank lines, not on reads, so it parses
+the same events in the same order; what it saves is one socket write per event, which was most of
+a scripted stream's cost (the profile in docs/performance.md). EventSourceResponse (a task group
+and a disconnect listener per response) stays for streams that wait between events
+(proxy.http.faults: a stall), where each event must leave when it is due.
 
-The events are rendered once, as the bytes the SDKs parse (proxy.apis), and sent as they are.
-`on_complete` runs before the last event (or the JSON body) is sent, as for a forwarded answer, so
-a recording line is on its way before the client sees the end.
+`on_complete` runs before the body is sent, as a forwarded answer's does before its end, so a
+recording line is on its way before the client sees the end.
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ _SSE_HEADERS = (
 
 
 class Events(Response):
-    """An SSE stream whose events are all in memory: the head, then each event as a body message
-    of its own. A client that has left makes the server drop what is sent (uvicorn does so after
-    a disconnect), so there is nothing to listen for and nothing to cancel."""
+    """An SSE stream whose events are all in memory: the head, then the events in one body
+    message (uvicorn frames it as one chunk and ends the body in the same write). A client that
+    has left makes the server drop what is sent, so there is nothing to listen for."""
 
     def __init__(
         self,
@@ -77,27 +77,19 @@ class Events(Response):
         status: int,
         on_complete: OnComplete | None,
     ) -> None:
-        self.parts = parts
+        self.body = b"".join(parts)
         self.status_code = status
         self.background = None
         self.on_complete = on_complete
         self.raw_headers = [(b"content-type", content_type), *_SSE_HEADERS, *headers]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.on_complete is not None:  # before the end is released, as for a forwarded answer
+            await self.on_complete()
         await send(
             {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         )
-        parts, last = self.parts, len(self.parts) - 1
-        if last < 0:
-            if self.on_complete is not None:
-                await self.on_complete()
-            await send({"type": "http.response.body", "body": b""})
-            return
-        for i in range(last):
-            await send({"type": "http.response.body", "body": parts[i], "more_body": True})
-        if self.on_complete is not None:  # before the end is released, as for a forwarded answer
-            await self.on_complete()
-        await send({"type": "http.response.body", "body": parts[last]})
+        await send({"type": "http.response.body", "body": self.body})
 
 
 class Whole(Response):
