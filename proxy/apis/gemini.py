@@ -230,6 +230,22 @@ def _texts(insertion: Insertion) -> list[dict[str, Any]]:
 # ---- an answer read back
 
 
+_TEXT_KEYS = frozenset(("text", "thought", "thoughtSignature"))
+
+
+def _continues(last: Any, part: Any) -> bool:
+    """Whether a stream chunk's first part goes on with the text (or thought) before it."""
+    return (
+        isinstance(last, dict)
+        and isinstance(part, dict)
+        and isinstance(last.get("text"), str)
+        and isinstance(part.get("text"), str)
+        and last.keys() <= _TEXT_KEYS
+        and part.keys() <= _TEXT_KEYS
+        and bool(last.get("thought")) == bool(part.get("thought"))
+    )
+
+
 def read_answer(raw: bytes, *, stream: bool) -> Assembled:
     """The chunks put together (a stream's, or a JSON array's), and the turn in chat form."""
     events = sse_events(raw) if stream else None
@@ -243,7 +259,16 @@ def read_answer(raw: bytes, *, stream: bool) -> Assembled:
         finish = usage = None
         for chunk in chunks:
             candidate = chunk["candidates"][0] if chunk.get("candidates") else {}
-            merged.extend((candidate.get("content") or {}).get("parts") or [])
+            parts = (candidate.get("content") or {}).get("parts") or []
+            if events is not None and parts and merged and _continues(merged[-1], parts[0]):
+                # a streamed text arrives in pieces, one chunk each: the SDKs join them as is
+                merged[-1] = {
+                    **merged[-1],
+                    **parts[0],
+                    "text": merged[-1]["text"] + parts[0]["text"],
+                }
+                parts = parts[1:]
+            merged.extend(parts)
             finish = candidate.get("finishReason") or finish
             usage = chunk.get("usageMetadata") or usage
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):

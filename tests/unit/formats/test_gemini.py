@@ -94,6 +94,33 @@ def test_a_turn_is_written_as_candidates_and_read_back() -> None:
     assert back.message["content"] == "Listing." and len(back.message["tool_calls"]) == 2
 
 
+def test_a_text_streamed_in_pieces_is_read_back_whole() -> None:
+    """Gemini streams a text a few words per chunk; the SDKs join the pieces as they are, so a
+    recording of the stream holds the text once, not one line per chunk."""
+    chunks = [
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "look ", "thought": True}]}}]},
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "first", "thought": True}]}}]},
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "Let "}]}}]},
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "me look."}, {"functionCall": {"name": "sh", "args": {}}}]}, "finishReason": "STOP"}]},
+    ]  # fmt: skip
+    raw = b"".join(b"data: " + orjson.dumps(c) + b"\r\n\r\n" for c in chunks)
+    back = read_answer(raw, stream=True)
+    assert back.message is not None and back.message["content"] == "Let me look."
+    assert back.native is not None
+    assert [p.get("text") for p in back.native["candidates"][0]["content"]["parts"]] == [
+        "look first",
+        "Let me look.",
+        None,
+    ]
+    # one JSON answer's separate parts stay separate
+    whole = {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "a"}, {"text": "b"}]}}]
+    }
+    assert read_answer(orjson.dumps(whole), stream=False).native["candidates"][0]["content"][  # type: ignore[index]
+        "parts"
+    ] == [{"text": "a"}, {"text": "b"}]
+
+
 def test_an_id_less_history_gets_the_trailing_user_message_after_its_responses() -> None:
     """Live after the script: the recorded user message goes after the function responses, never
     between a functionCall and its functionResponse (Gemini refuses that order)."""
