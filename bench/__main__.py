@@ -20,9 +20,20 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from bench import churn, clients, footprint, procs, rollouts, slow, stores, throughput
+from bench import (
+    churn,
+    clients,
+    footprint,
+    peers,
+    procs,
+    rollouts,
+    sidebyside,
+    slow,
+    stores,
+    throughput,
+)
 
-SUITES = ("throughput", "footprint", "slow", "stores", "clients", "churn", "rollouts")
+SUITES = ("throughput", "footprint", "slow", "stores", "clients", "churn", "rollouts", "peers")
 
 
 def _rps(results: dict[str, Any], key: str) -> float:
@@ -237,6 +248,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         "(default 50000; 0: none; not on a --redis server, where they would stay)",
     )
     parser.add_argument(
+        "--peers",
+        metavar="NAMES",
+        help=f"peers suite: only these mock servers, comma-separated (default: all of "
+        f"{', '.join(p.name for p in peers.PEERS)})",
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path("bench/results") / f"{time.strftime('%Y%m%d-%H%M%S')}.json"
     )
     args = parser.parse_args(argv)
@@ -244,6 +261,13 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown suite {', '.join(unknown)}: choose from {', '.join(SUITES)}")
     args.suites = args.suites or list(SUITES)
+    if args.peers is not None:
+        args.peers = args.peers.split(",")
+        strangers = sorted(set(args.peers) - set(peers.BY_NAME))
+        if strangers:
+            parser.error(
+                f"unknown peer {', '.join(strangers)}: choose from {', '.join(peers.BY_NAME)}"
+            )
     return args
 
 
@@ -319,6 +343,9 @@ def main() -> None:
                 results["rollouts"] = rollouts.suite(url)
         if "rollouts" in results:
             print(json.dumps(results["rollouts"], indent=2))
+    if "peers" in args.suites:
+        results["peers"] = sidebyside.suite(args.seconds, args.repeat, args.peers)
+        print(sidebyside.table(results["peers"]))
     rows = targets(
         results.get("throughput", {}),
         results.get("footprint"),
@@ -335,6 +362,8 @@ def main() -> None:
                 rollouts.met(r),
             )
         )
+    if "peers" in results:
+        rows += sidebyside.targets(results["peers"])
     if rows:
         width = max(len(r[0]) for r in rows)
         print("\ntargets")

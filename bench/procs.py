@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+import httpx
+
 ROOT = Path(__file__).parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -72,6 +74,44 @@ def process(*argv: str, env: dict[str, str] | None = None) -> Iterator[tuple[str
         if "listening on " not in line:
             raise RuntimeError(f"{argv[:3]} did not start: {line!r}")
         yield line.rsplit("listening on ", 1)[1].strip(), proc.pid
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+@contextmanager
+def polled(
+    argv: list[str], ready_url: str, log: Path, env: dict[str, str] | None = None
+) -> Iterator[int]:
+    """Start a program that says nothing useful when it is ready (its output goes to `log`), and
+    wait until `ready_url` answers at all; yields its pid."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=log.parent,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+    try:
+        deadline = time.monotonic() + 180  # LiteLLM takes half a minute on a cold cache
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{argv[0]} exited with {proc.returncode}: see {log}")
+            try:
+                httpx.get(ready_url, timeout=2)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{argv[0]} did not answer {ready_url}: see {log}") from None
+                time.sleep(0.1)
+        yield proc.pid
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)

@@ -28,6 +28,9 @@ from bench import procs, wrk
 
 TASK = "Benchmark the replay proxy."
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+# the scripted turn: a text and one tool call, what every scripted scenario (and peer) serves
+SAID = "Let me look at the files first."
+CALL_ID, CALL_NAME, CALL_ARGUMENTS = "call_bench_1", "bash", '{"command": "ls -la"}'
 CONCURRENCY = (1, 8, 64)
 
 
@@ -45,14 +48,14 @@ def request(stream: bool) -> bytes:
 def trajectory(path: Path) -> None:
     """One scripted turn with some text and a tool call: what the scripted scenario serves."""
     call = {
-        "id": "call_bench_1",
+        "id": CALL_ID,
         "type": "function",
-        "function": {"name": "bash", "arguments": '{"command": "ls -la"}'},
+        "function": {"name": CALL_NAME, "arguments": CALL_ARGUMENTS},
     }
     messages = [
         {"role": "user", "content": TASK},
-        {"role": "assistant", "content": "Let me look at the files first.", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_bench_1", "content": "a b c"},
+        {"role": "assistant", "content": SAID, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": CALL_ID, "content": "a b c"},
     ]
     path.write_text(json.dumps(messages))
 
