@@ -24,6 +24,7 @@ EXIT_USAGE = 2
 
 
 def _parser() -> argparse.ArgumentParser:
+    from proxy import __version__
     from proxy.config import DEFAULT_SESSION_HEADERS, DEFAULT_SUBAGENT_HEADERS
     from proxy.replay.engine import AfterScript, DivergencePolicy, FailOn, Mode, ObservationPolicy
 
@@ -31,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="replay-proxy",
         description="An OpenAI-compatible proxy that replays saved agent trajectories.",
     )
+    parser.add_argument("--version", action="version", version=f"replay-proxy {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve",
@@ -226,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="OUT",
         help="a folder, one NAME.json per trajectory; or a .json file for a single trajectory",
     )
-    _health_arguments(
+    health = _health_arguments(
         commands.add_parser(
             "health", help="exit 0 when the proxy on this host answers /healthz (a HEALTHCHECK)"
         )
@@ -260,6 +262,8 @@ def _parser() -> argparse.ArgumentParser:
     suggest.add_argument(
         "-o", "--out", type=Path, metavar="FILE", help="also write them as a file for --mask-file"
     )
+    for command in (serve, check, convert, health, compare, suggest):
+        command.set_defaults(usage_of=command)  # whose usage an unknown flag is told with
     return parser
 
 
@@ -286,16 +290,42 @@ def _mask_arguments(parser: argparse.ArgumentParser, *, default: bool = False) -
 
 
 def _health_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--url", help="default: http://127.0.0.1:$REPLAY_PROXY_PORT/healthz")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--url", help="default: http://127.0.0.1:PORT/healthz")
+    where.add_argument(
+        "--port", type=int, help="the proxy's port on this host (default $REPLAY_PROXY_PORT, 8080)"
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; Ctrl-C ends it quietly (130, as a shell reports SIGINT), and so does a
+    reader that closes the pipe early (`replay-proxy check ... | head`)."""
+    try:
+        code = run(argv)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+        return code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # what is left in stdout's buffer would fail again at exit: hand it a sink instead
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports it
+
+
+def run(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["health"]:  # a probe: answered without building the whole parser
         probe = _health_arguments(argparse.ArgumentParser(prog="replay-proxy health"))
-        return healthcheck(probe.parse_args(argv[1:]).url)
-    args = vars(_parser().parse_args(argv))
+        flags = probe.parse_args(argv[1:])
+        return healthcheck(flags.url, flags.port)
+    parser = _parser()
+    parsed, unknown = parser.parse_known_args(argv)
+    if unknown:  # said with the usage of the command it was given to, not the top level's
+        parsed.usage_of.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args = vars(parsed)
+    args.pop("usage_of")
     command = args.pop("command")
     if command == "check":
         return check(args["files"], as_json=args["json"])
@@ -314,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         return suggest(args["a"], args["b"], masks, presets=args["presets"], out=args["out"])
     if command == "health":
-        return healthcheck(args["url"])
+        return healthcheck(args["url"], args["port"])
     from proxy.serve import serve
 
     return serve(args)
@@ -391,9 +421,8 @@ def convert(files: Sequence[Path], out: Path) -> int:
     return EXIT_BAD_FILE if failed else 0
 
 
-def healthcheck(url: str | None) -> int:
-    port = os.environ.get("REPLAY_PROXY_PORT", "8080")
-    url = url or f"http://127.0.0.1:{port}/healthz"
+def healthcheck(url: str | None, port: int | None = None) -> int:
+    url = url or f"http://127.0.0.1:{port or os.environ.get('REPLAY_PROXY_PORT', '8080')}/healthz"
     try:
         with urllib.request.urlopen(url, timeout=3) as answer:
             healthy = answer.status == 200

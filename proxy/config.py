@@ -6,8 +6,10 @@ List settings take a comma-separated value in the environment
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -64,8 +66,17 @@ def _compiled(patterns: tuple[str, ...]) -> tuple[str, ...]:
     return patterns
 
 
+ENV_PREFIX = "REPLAY_PROXY_"
+# REPLAY_PROXY_* names that are not settings: the test suite's, the benchmark's and the compose
+# files' own, so that serve does not warn about them
+NOT_SETTINGS = frozenset(
+    {"HOST_PORT", "PORT_A", "PORT_B", "TEST_REDIS_URL", "UPDATE_GOLDEN", "SOAK_SECONDS"}
+    | {"HARNESS_CACHE", "PEER_CACHE"}
+)
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="REPLAY_PROXY_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
@@ -243,3 +254,19 @@ class Settings(BaseSettings):
             if secret is not None:
                 data[name] = secret.get_secret_value()
         return json.dumps(data)
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """REPLAY_PROXY_* variables that name no setting (a misspelling is otherwise ignored without
+    a word), each with the setting it was probably meant for."""
+    fields = [name.upper() for name in Settings.model_fields]
+    found = []
+    for variable in sorted(environ):
+        name = variable.removeprefix(ENV_PREFIX)
+        if name == variable or name in fields or name in NOT_SETTINGS:
+            continue
+        if name.startswith("REQUIRE_"):  # the test suite's: skip nothing it needs
+            continue
+        near = difflib.get_close_matches(name, fields, n=1, cutoff=0.75)
+        found.append((variable, ENV_PREFIX + near[0] if near else None))
+    return found

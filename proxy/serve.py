@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import os
 import secrets
@@ -23,7 +24,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from proxy.app import INSTANCE, WORKER_SETTINGS, configure_logging, create_app, settle
-from proxy.config import Settings
+from proxy.config import ENV_PREFIX, Settings, unknown_variables
 from proxy.sessions.library import Library, LibraryError
 from proxy.store import open_store
 from proxy.upstream import display
@@ -54,13 +55,31 @@ def serve(flags: dict[str, Any]) -> int:
         settings = _settings(flags)
     except ValidationError as exc:
         for error in exc.errors():
-            where = "-".join(str(p) for p in error["loc"][:1]).replace("_", "-")
-            flag = f"--{where}: " if where else ""
+            field = str(error["loc"][0]) if error["loc"] else ""
+            if not field:
+                flag = ""
+            elif field in flags:
+                flag = f"--{field.replace('_', '-')}: "
+            else:  # not given as a flag: it came from the environment
+                flag = f"{ENV_PREFIX}{field.upper()}: "
             print(
                 f"replay-proxy: {flag}{error['msg'].removeprefix('Value error, ')}", file=sys.stderr
             )
         return EXIT_USAGE
     configure_logging(settings)
+    for variable, meant in unknown_variables(os.environ):
+        also = f" (did you mean {meant}?)" if meant else ""
+        print(f"replay-proxy: warning: {variable} is not a setting, ignored{also}", file=sys.stderr)
+    for flag, folder in (("--record-dir", settings.record_dir), ("--dump-dir", settings.dump_dir)):
+        if folder is None:
+            continue
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            print(
+                f"replay-proxy: {flag} {folder}: cannot create it: {exc.strerror}", file=sys.stderr
+            )
+            return EXIT_USAGE
     if settings.upstream:
         try:
             forward_proxy(settings.upstream)  # read from the environment once, here first
@@ -92,8 +111,14 @@ def serve(flags: dict[str, Any]) -> int:
         sock.bind((settings.host, settings.port))
         sock.listen(2048)  # connections queue from now on, before the workers accept them
     except OSError as exc:
+        hint = ""
+        if exc.errno == errno.EADDRINUSE:
+            hint = (
+                "; another program listens there: choose a free port with --port N (or "
+                "REPLAY_PROXY_PORT), or --port 0 for any"
+            )
         print(
-            f"replay-proxy: cannot bind {settings.host}:{settings.port}: {exc.strerror}",
+            f"replay-proxy: cannot bind {settings.host}:{settings.port}: {exc.strerror}{hint}",
             file=sys.stderr,
         )
         return EXIT_USAGE
@@ -115,6 +140,9 @@ def serve(flags: dict[str, Any]) -> int:
         f"listening on http://{host}:{port}/v1",
         flush=True,
     )
+    print(_described(settings, f"http://{host}:{port}"), flush=True)
+    for warning in _cannot_work(settings, len(library)):
+        print(f"replay-proxy: warning: {warning}", file=sys.stderr, flush=True)
     common: dict[str, Any] = {
         "log_config": None,
         "log_level": settings.log_level.value,
@@ -181,6 +209,38 @@ def _is_local(address: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def _described(settings: Settings, root: str) -> str:
+    """The start line's second half: how it replays, where it writes, and where to look."""
+    parts = [f"mode {settings.mode.value}"]
+    if settings.replay_turns is not None:
+        parts.append(f"{settings.replay_turns} turns, then live")
+    if settings.fault:
+        parts.append(f"faults {', '.join(settings.fault)}")
+    if settings.record_dir is not None:
+        parts.append(f"recording to {settings.record_dir}")
+    if settings.dump_dir is not None:
+        parts.append(f"dumps to {settings.dump_dir}")
+    parts.append(f"status page {root}/replay/ui")
+    return "replay-proxy: " + "; ".join(parts)
+
+
+def _cannot_work(settings: Settings, trajectories: int) -> list[str]:
+    """Configurations that serve, but in which every request fails until the admin API loads a
+    script: said at once rather than at the first request."""
+    nothing = trajectories == 0 and settings.trajectory_dir is None
+    if nothing and settings.mode.value == "strict":
+        return [
+            "--mode strict with no --trajectory or --trajectory-dir: every request is refused "
+            "until a script is PUT through the admin API (strict mode never goes live)"
+        ]
+    if nothing and not settings.upstream:
+        return [
+            "no --trajectory, no --trajectory-dir and no --upstream: nothing to replay and nowhere "
+            "to forward; every request gets 503 until a script is PUT through the admin API"
+        ]
+    return []
 
 
 @contextlib.contextmanager

@@ -79,6 +79,12 @@ class Library:
                         errors.append(f"{p}: the name may hold only letters, digits and . _ : -")
         names: dict[str, Path] = {}
         for path, into in paths:
+            if into is loaded and path.is_dir() and not (path / "events").is_dir():
+                errors.append(
+                    f"--trajectory {path}: a folder, where one file is expected (or an OpenHands "
+                    f"conversation folder): serve every trajectory in it with --trajectory-dir {path}"
+                )
+                continue
             try:
                 found = load_all(path)  # a file of rollouts holds several, named NAME.LINE
             except LoadError as exc:
