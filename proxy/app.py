@@ -131,6 +131,7 @@ def create_app(
     api.state.runtime = runtime
     api.include_router(health.router)
     api.include_router(ui.router)
+    api.include_router(ui.root)
     api.include_router(admin.router)
     _install_error_handlers(api)
     _document_hot_paths(api)

@@ -5,8 +5,8 @@ Every session with its progress through the script, and a timeline of its recent
 diverged session shows the recorded and the received text side by side, the stretch that differs
 marked, with its JSON path, the verdict and the masks that would cover it. No build step, no
 script: HTML and CSS.
-With an admin token, open /replay/ui?token=TOKEN once: it sets a cookie and drops the token from
-the address.
+With an admin token, open /replay/ui?token=TOKEN once (a browser without the cookie is asked for
+it): it sets a cookie and drops the token from the address. The bare address (GET /) leads here.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from proxy.errors import BadRequest
+from proxy.errors import BadRequest, Unauthorized
 from proxy.http.admin import ADMIN_COOKIE, require_token, token_matches
 from proxy.runtime import Runtime
 from proxy.sessions.status import iso, phase
 from proxy.store.state import Event, SessionState
 
 router = APIRouter(prefix="/replay")
+root = APIRouter()
 
 SHOWN_SESSIONS = 100  # a page
 TIMELINE = 40  # events per session
@@ -55,8 +56,36 @@ async def ui_login(
                 ADMIN_COOKIE, token, httponly=True, samesite="strict", path="/replay"
             )
             return response
-    await require_token(request)
+    try:
+        await require_token(request)
+    except Unauthorized:
+        if "text/html" not in request.headers.get("accept", ""):
+            raise  # an API client gets the error in the API's shape
+        return _sign_in(wrong=token is not None)
     return await _page(request, cursor)
+
+
+@root.get("/", include_in_schema=False)
+async def home() -> RedirectResponse:
+    """The bare address, as a browser opens it: the status page."""
+    return RedirectResponse("/replay/ui", status_code=307)
+
+
+def _sign_in(*, wrong: bool) -> HTMLResponse:
+    """A browser cannot send an Authorization header: it is asked for the admin token, which
+    ?token= turns into a cookie (then dropped from the address)."""
+    said = "<p class=wrong>That is not this proxy's admin token.</p>" if wrong else ""
+    return HTMLResponse(
+        "<!doctype html><html><head><meta charset=utf-8><title>replay-proxy: sign in</title>"
+        "<style>body{font:15px system-ui,sans-serif;margin:3em auto;max-width:30em}"
+        ".wrong{color:#c62828}input{font:inherit}</style></head><body>"
+        "<h1>replay-proxy</h1><p>This proxy has an admin token (<code>--admin-token</code>). "
+        "Enter it to see the status page; a cookie keeps you signed in.</p>"
+        f"{said}<form method=get action=/replay/ui><label>Admin token "
+        "<input type=password name=token autofocus required></label> "
+        "<button>Show the status page</button></form></body></html>",
+        status_code=401,
+    )
 
 
 async def _page(request: Request, cursor: str | None) -> HTMLResponse:

@@ -176,11 +176,22 @@ def test_the_status_page_shows_sessions_progress_and_timelines(
         messages = start_messages()
         agent_step(c, messages, stream=False)
         assert httpx.get(root + "/replay/ui").status_code == 401
+        browser = {"accept": "text/html,application/xhtml+xml"}
+        asked = httpx.get(root + "/replay/ui", headers=browser)
+        mistyped = httpx.get(root + "/replay/ui", params={"token": "x"}, headers=browser)
+        home = httpx.get(root + "/")
         login = httpx.get(root + "/replay/ui", params={"token": "ui-token"})
         assert login.status_code == 303 and login.headers["location"] == "/replay/ui"
         page = httpx.get(root + "/replay/ui", cookies=login.cookies)
         wrong = httpx.get(root + "/replay/ui", params={"token": "nope"})
     assert page.status_code == 200 and wrong.status_code == 401
+    assert wrong.json()["error"]["code"] == "invalid_admin_token"  # not a browser: JSON
+    assert asked.status_code == 401 and asked.headers["content-type"].startswith("text/html")
+    assert (
+        "<form method=get action=/replay/ui>" in asked.text and "not this proxy" not in asked.text
+    )
+    assert "not this proxy's admin token" in mistyped.text and "ui-token" not in mistyped.text
+    assert home.status_code == 307 and home.headers["location"] == "/replay/ui"
     html = page.text
     assert '<meta http-equiv="refresh"' in html
     assert html.count('<tr class="session"') == 1 and "<code>ui-1</code>" in html
