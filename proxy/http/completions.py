@@ -190,13 +190,15 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             preset=call.preset,
         ),
     )
+    refused = runtime.strict and isinstance(decision, Forward)  # strict mode never goes live
     state, fault = await runtime.sessions.record(
         call.session,
         call.lane,
         decision,
         messages=conv.message_count,
         preset=call.preset.name if call.preset else None,
-        upstream=call.upstream() if isinstance(decision, Forward) else None,
+        upstream=call.upstream() if isinstance(decision, Forward) and not refused else None,
+        refused=refused,
     )
     observed = decision.observations.divergence
     if observed is not None:
@@ -214,6 +216,13 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
     if isinstance(decision, Diverged):
         _count(runtime, decision.divergence)
         error = _diverged(call.session, script, decision, call.preset)
+        log.warning(
+            "session=%s diverged at step %s of %s: %s",
+            call.session,
+            decision.divergence.turn,
+            decision.total,
+            decision.divergence.describe(),
+        )
         call.done("diverged", f"{decision.divergence.turn}/{decision.total}", error.status)
         if call.tap is not None:
             await call.tap.error(error)
@@ -227,7 +236,12 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
     assert isinstance(decision, Forward)
     if decision.divergence is not None:
         _count(runtime, decision.divergence)
-    if runtime.strict:
+    if refused:
+        log.warning(
+            "session=%s refused: strict replay has no recording for it (%s)",
+            call.session,
+            decision.reason,
+        )
         raise NotFound(
             f"strict replay: session {call.session} has no recording to replay (--mode strict never "
             "forwards upstream); bind one with x-replay-trajectory, by its task, or the admin API"

@@ -140,7 +140,14 @@ def unexpected(exc: Exception, method: str, path: str) -> ProxyError:
 def answer_error(runtime: Runtime, path: str, error: ProxyError, *, api: str = OTHER) -> Response:
     """The one place an error the proxy made becomes an answer (and a count); Anthropic-shaped
     on the Messages API, whose clients parse that form."""
-    if error.status >= 500:
-        log.warning("%s -> %d: %s", path, error.status, error.message)
+    # every answer the proxy makes itself is in its log, with why (a harness often drops the body)
+    log.log(
+        logging.WARNING if error.status >= 500 else logging.INFO,
+        "%s -> %d %s: %s",
+        path,
+        error.status,
+        error.code,
+        error.message[:500],
+    )
     runtime.metrics.answered(api, "-", "error", error.status)
     return error_response(error, api=api)

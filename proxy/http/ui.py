@@ -39,6 +39,7 @@ COLORS = {
     "stop": "#6a1b9a",
     "diverged": "#c62828",
     "error": "#4e342e",
+    "refused": "#ad1457",
     "fault": "#ef6c00",
 }
 PHASES = ("replaying", "served", "stopped", "live", "diverged", "unscripted")

@@ -235,20 +235,28 @@ class Sessions:
         messages: int = 0,
         preset: str | None = None,
         upstream: str | None = None,
+        refused: bool = False,
     ) -> tuple[SessionState, Fault | None]:
         """Count what a request got, and fire the fault planned for its turn, if one is left.
         `decision` is None for requests outside the main lane; `messages` is the request's
         message count (the replay/live boundary for dumps); `preset` the harness recognised;
-        `upstream` where it is forwarded, when that depends on the session."""
+        `upstream` where it is forwarded, when that depends on the session. `refused`: strict
+        mode turned away a request it would otherwise have forwarded (an error, never counted
+        as forwarded)."""
         now = time.time()
         fired: list[Fault] = []
         event = _event(session, lane, decision, now)
+        if refused:
+            event["source"], event["detail"] = "refused", "strict replay: no recording to replay"
         plain = event["source"], event["detail"]
 
         def change(s: SessionState) -> None:
             if fired:  # a store may run the change again (a Redis transaction retried)
                 fired.clear()
                 event["source"], event["detail"] = plain
+            if refused:
+                s.errors += 1
+                return
             if decision is None or isinstance(decision, Forward):
                 s.forwarded[str(lane)] = s.forwarded.get(str(lane), 0) + 1
             if preset is not None:

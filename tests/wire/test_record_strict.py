@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -365,3 +366,52 @@ def test_diff_reports_the_first_divergence_per_lane(
         timeout=60,
     )
     assert same.returncode == 0 and "agree step for step" in same.stdout
+
+
+def test_a_session_strict_mode_refuses_is_counted_refused_and_logged(
+    proxy: ProxyFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Strict mode never forwards: a session it has no recording for is an error in its status
+    and its timeline, a WARNING in the log, and never 'forwarded'."""
+    caplog.set_level(logging.INFO)
+    with proxy(mode="strict") as url:
+        c = client(url, **{"x-session-affinity": "ses_other"})
+        with pytest.raises(openai.NotFoundError):
+            agent_step(c, start_messages(), stream=False)
+        root = url.removesuffix("/v1")
+        state = httpx.get(root + "/replay/sessions/ses_other").json()
+        page = httpx.get(root + "/replay/ui").text
+    assert state["errors"] == 1 and state["forwarded"] == {"main": 0, "toolless": 0, "subagent": 0}
+    assert state["live_upstream"] is None and state["live_since"] is None
+    assert "strict replay: no recording to replay" in page  # the timeline's refused chip
+    logs = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert (
+        logging.WARNING,
+        "session=ses_other refused: strict replay has no recording for it (no script)",
+    ) in logs
+    assert any(
+        level == logging.INFO and "/v1/chat/completions -> 404 " in text and "strict replay" in text
+        for level, text in logs
+    )
+
+
+def test_a_divergence_is_a_warning_with_the_step_and_the_path(
+    recording: Callable[[bool], tuple[Path, list[dict[str, Any]]]],
+    proxy: ProxyFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    path, _ = recording(False)
+    caplog.set_level(logging.INFO)
+    with proxy(trajectory=[path], mode="strict") as url:
+        c = client(url, **{"x-session-affinity": "ses_ci"})
+        messages = start_messages()
+        message, _ = agent_step(c, messages, stream=False)
+        follow(messages, message)
+        messages[-1]["content"] = "a different tool result"
+        with pytest.raises(openai.NotFoundError):
+            agent_step(c, messages, stream=False)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        w.startswith("session=ses_ci diverged at step 2 of 3: ") and "messages[" in w
+        for w in warned
+    ), warned
