@@ -45,6 +45,7 @@ _MESSAGES = partial(completions.serve, api=ANTHROPIC)
 _GEMINI = partial(completions.serve, api=GEMINI)
 # forwarded upstream as they come: the OpenAI and Anthropic /v1 APIs, and Gemini's versions
 FORWARDED = ("/v1/", "/v1beta/", "/v1alpha/")
+DOUBLED = "/v1/v1/"
 ROUTES: dict[str, tuple[Handler, str]] = {
     "/v1/chat/completions": (_CHAT, CHAT.name),
     "/chat/completions": (_CHAT, CHAT.name),
@@ -76,6 +77,10 @@ class Front:
         route = ROUTES.get(path) if scope["method"] == "POST" else None
         if route is None and scope["method"] == "POST" and is_gemini_path(path):
             route = (_GEMINI, GEMINI.name)  # /v1beta/models/{model}:generateContent and stream
+        if route is None and path.startswith(DOUBLED):
+            refused, shape = _doubled(path)
+            await answer_error(self.runtime, path, refused, api=shape)(scope, receive, send)
+            return
         if route is None:
             if not path.startswith(FORWARDED):
                 await self.api(scope, receive, send)
@@ -118,6 +123,20 @@ def _unprefixed(scope: Scope) -> tuple[Scope, ProxyError | None]:
             "not its own pages (/replay/..., /healthz)"
         )
     return {**scope, "path": path, "raw_path": named.raw_path, "replay.named": named}, None
+
+
+def _doubled(path: str) -> tuple[NotFound, str]:
+    """/v1/v1/...: a base URL that ends in /v1 given to a client that adds /v1 itself (the
+    Anthropic SDK, Claude Code). Said plainly, not forwarded as a path no upstream serves; in the
+    shape of the API it meant."""
+    meant = path.removeprefix("/v1")
+    api = ROUTES[meant][1] if meant in ROUTES else OTHER
+    adds = "the Anthropic SDK and Claude Code add" if api == ANTHROPIC.name else "this client adds"
+    error = NotFound(
+        f"{path}: /v1 twice: {adds} /v1 to the base URL themselves; give it the proxy's root "
+        "(http://HOST:PORT, no /v1)"
+    )
+    return error, api
 
 
 def _loop(runtime: Runtime) -> LoopDetected:

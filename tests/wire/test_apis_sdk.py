@@ -461,3 +461,28 @@ def test_ids_anthropic_cannot_take_get_a_stable_stand_in(
             model="m", max_tokens=9, messages=history, tools=[BASH_ANTHROPIC]
         )
     assert second.content[0].text == "ok" and second.stop_reason == "end_turn"
+
+
+def test_a_base_url_with_v1_given_to_the_anthropic_sdk_is_told_what_to_give(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], write_trajectory: Callable[..., Path]
+) -> None:
+    """The SDK adds /v1 itself: .../v1 as its base URL makes /v1/v1/messages, which is answered
+    at once with the fix, in Anthropic's shape, not forwarded (and not retried)."""
+    fake, upstream_url = upstream
+    with proxy(upstream=upstream_url, trajectory=[write_trajectory(RECORDED)]) as url:
+        c = anthropic.Anthropic(base_url=url, api_key="k")  # url ends in /v1; retries left on
+        with pytest.raises(anthropic.NotFoundError) as caught:
+            c.messages.create(
+                model="m",
+                max_tokens=50,
+                messages=[{"role": "user", "content": TASK}],
+                tools=[BASH_ANTHROPIC],
+            )
+        chat = httpx.post(url + "/v1/chat/completions", json={"model": "m", "messages": []})
+    body = caught.value.body
+    assert isinstance(body, dict) and body["type"] == "error"
+    message = body["error"]["message"]
+    assert message.startswith("/v1/v1/messages: /v1 twice: the Anthropic SDK and Claude Code add")
+    assert "(http://HOST:PORT, no /v1)" in message
+    assert chat.status_code == 404 and "this client adds /v1" in chat.json()["error"]["message"]
+    assert fake.requests == []  # nothing reached the upstream
