@@ -217,7 +217,8 @@ def _session(
 ) -> str:
     return (
         f'<tr class="session" data-phase="{escape(phase(state))}">'
-        f"<td><code>{escape(state.id)}</code>{problem}</td>"
+        f'<td><a href="/replay/sessions/{quote(state.id, safe="")}" title="the full status, as JSON">'
+        f"<code>{escape(state.id)}</code></a>{problem}</td>"
         f'<td><span class="phase {escape(phase(state))}">{escape(phase(state))}</span></td>'
         f"<td>{script}</td>"
         f'<td><div class="bar"><div class="fill" style="width:{percent}%"></div></div>'

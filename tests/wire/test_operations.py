@@ -183,8 +183,10 @@ def test_the_status_page_shows_sessions_progress_and_timelines(
         login = httpx.get(root + "/replay/ui", params={"token": "ui-token"})
         assert login.status_code == 303 and login.headers["location"] == "/replay/ui"
         page = httpx.get(root + "/replay/ui", cookies=login.cookies)
+        details = httpx.get(root + "/replay/sessions/ui-1", cookies=login.cookies)  # a row's link
         wrong = httpx.get(root + "/replay/ui", params={"token": "nope"})
     assert page.status_code == 200 and wrong.status_code == 401
+    assert details.status_code == 200 and details.json()["session"] == "ui-1"
     assert wrong.json()["error"]["code"] == "invalid_admin_token"  # not a browser: JSON
     assert asked.status_code == 401 and asked.headers["content-type"].startswith("text/html")
     assert (
@@ -194,7 +196,11 @@ def test_the_status_page_shows_sessions_progress_and_timelines(
     assert home.status_code == 307 and home.headers["location"] == "/replay/ui"
     html = page.text
     assert '<meta http-equiv="refresh"' in html
-    assert html.count('<tr class="session"') == 1 and "<code>ui-1</code>" in html
+    assert html.count('<tr class="session"') == 1
+    assert (
+        '<a href="/replay/sessions/ui-1" title="the full status, as JSON"><code>ui-1</code></a>'
+        in html
+    )
     assert "1/2 turns" in html and 'style="width:50%"' in html
     assert html.count('class="chip scripted"') == 1
     assert "ui-token" not in html
