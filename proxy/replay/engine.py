@@ -188,15 +188,20 @@ def decide(
     # a tool-calling request keeps the follow-up rules even against a script with no tool call
     text_based = script.text_based and not conv.takes_tools
     masks = rules.masks
-    if preset is not None and rules.strict is not None:  # the same patterns on both sides
-        masks = (*masks, *(rule.pattern for rule in preset.masks))
+    # the harness's own volatile values (its chunk ids, wall times, dates): in a tool result they
+    # say nothing about the run, in resume mode too; in strict mode the history is judged with them
+    observed_masks = masks
+    if preset is not None:
+        observed_masks = (*masks, *(rule.pattern for rule in preset.masks))
+        if rules.strict is not None:  # the same patterns on both sides
+            masks = observed_masks
     held, divergence, replies = match_history(conv, turns, masks, text_based=text_based)
     seen = NOTHING_SEEN
     if divergence is None:
         if text_based:
-            seen = observe_text(conv, turns, held, replies, masks)
+            seen = observe_text(conv, turns, held, replies, observed_masks)
         else:
-            seen = observe(conv, script, held, masks)
+            seen = observe(conv, script, held, observed_masks)
     judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
     tolerant = rules.fail_on is FailOn.CHANGED
     observed = seen.divergence

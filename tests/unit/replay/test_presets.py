@@ -158,3 +158,44 @@ def test_in_strict_mode_a_follow_up_is_compared_with_the_presets_masks() -> None
     assert isinstance(decide(conv, script, rules=rules, body={}), Diverged)
     decision = decide(conv, script, rules=rules, body={}, preset=BY_NAME["claude-code"])
     assert isinstance(decision, Scripted) and decision.turn.number == 2
+
+
+def test_in_resume_mode_a_tool_result_is_compared_with_the_presets_masks() -> None:
+    """A Codex run replayed in resume mode: Codex wraps each command's output with a chunk id and
+    a wall time of its own, so the result differs from the recorded one in those alone; with the
+    preset that is no observation (no WARNING per step), and a real difference still is one."""
+    from proxy.apis import BY_NAME as APIS
+    from proxy.formats import load_bytes
+    from proxy.replay.engine import Scripted, decide
+
+    def output(chunk: str, seconds: str, text: str) -> str:
+        return (
+            f"Chunk ID: {chunk}\nWall time: {seconds} seconds\nProcess exited with code 0\n"
+            f"Original token count: 3\nOutput:\n{text}"
+        )
+
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "exec_command", "arguments": '{"cmd": "ls"}'},
+    }
+    recorded = [
+        {"role": "user", "content": "List the files."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": output("3f9a1c", "0.0012", "a b")},
+        {"role": "assistant", "content": "Two files."},
+    ]  # fmt: skip
+    script = load_bytes(json.dumps(recorded).encode(), name="t", source="t.json")
+    tools = [{"type": "function", "function": {"name": "exec_command", "parameters": {}}}]
+
+    def decided(text: str, preset: str | None) -> Scripted:
+        now = [*recorded[:2], {**recorded[2], "content": output("77d0e4", "0.0031", text)}]
+        conv = APIS["chat"].parse({"messages": now, "tools": tools})
+        decision = decide(conv, script, preset=BY_NAME[preset] if preset else None)
+        assert isinstance(decision, Scripted) and decision.turn.number == 2
+        return decision
+
+    assert decided("a b", "codex").observations.divergence is None
+    assert decided("a b", None).observations.divergence is not None  # the masks are the preset's
+    changed = decided("a b c", "codex").observations.divergence
+    assert changed is not None and changed.kind == "observation"
