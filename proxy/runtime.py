@@ -39,10 +39,11 @@ class Runtime:
     def strict(self) -> bool:
         return self.rules.strict is not None
 
-    def preset(self, user_agent: str, body: object) -> Preset | None:
-        """The preset of the harness that sent the request, in strict mode and when recording
-        (elsewhere nothing reads it); None with --no-presets."""
-        if not self.settings.presets or not (self.strict or self.recorder is not None):
+    def preset(self, user_agent: str, body: object, *, results: bool = False) -> Preset | None:
+        """The preset of the harness that sent the request, where something reads it: in strict
+        mode, when recording, and for a request carrying tool results (compared with its masks);
+        None with --no-presets."""
+        if not self.settings.presets or not (self.strict or self.recorder is not None or results):
             return None
         return recognise(body, user_agent)
 

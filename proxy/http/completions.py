@@ -90,7 +90,9 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
         (v for h in runtime.settings.subagent_header if (v := request.headers.get(h))), None
     )
     lane = conv.lane(subagent=parent is not None)
-    preset = runtime.preset(request.headers.get("user-agent") or "", body)
+    preset = runtime.preset(
+        request.headers.get("user-agent") or "", body, results=bool(conv.results)
+    )
     binding = None
     if lane is Lane.TOOLLESS:  # a side call, unless it is a text-based script's conversation
         binding = await _text_based(request, runtime, conv, session)
