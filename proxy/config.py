@@ -265,7 +265,7 @@ def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]
         name = variable.removeprefix(ENV_PREFIX)
         if name == variable or name in fields or name in NOT_SETTINGS:
             continue
-        if name.startswith("REQUIRE_"):  # the test suite's: skip nothing it needs
+        if name.startswith("REQUIRE_"):  # the test suite's switches (REQUIRE_REDIS, ...)
             continue
         near = difflib.get_close_matches(name, fields, n=1, cutoff=0.75)
         found.append((variable, ENV_PREFIX + near[0] if near else None))
