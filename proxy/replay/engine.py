@@ -201,7 +201,7 @@ def decide(
         if text_based:
             seen = observe_text(conv, turns, held, replies, observed_masks)
         else:
-            seen = observe(conv, script, held, observed_masks)
+            seen = observe(conv, script, held, observed_masks, preset)
     judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
     tolerant = rules.fail_on is FailOn.CHANGED
     observed = seen.divergence
@@ -289,10 +289,15 @@ def match_history(
 
 
 def observe(
-    conv: Conversation, script: Trajectory, held: int, masks: tuple[re.Pattern[str], ...]
+    conv: Conversation,
+    script: Trajectory,
+    held: int,
+    masks: tuple[re.Pattern[str], ...],
+    preset: Preset | None = None,
 ) -> Observations:
     """Which scripted calls have results in the request, and whether the newest ones match the
-    recorded outputs (older ones were checked when they were newest)."""
+    recorded outputs (older ones were checked when they were newest). A value the harness states
+    in an output (OpenHands' working directory) is masked in each output by that output's own."""
     if held == 0 or not conv.results:
         return NOTHING_SEEN
     results = {r.call_id: r for r in conv.results}
@@ -311,7 +316,11 @@ def observe(
         recorded = script.tool_outputs.get(call.id)
         if result is None or recorded is None:
             continue
-        want, got = _output(recorded, masks), _output(result.output, masks)
+        if preset is not None and preset.values:
+            want = _output(recorded, (*preset.patterns(recorded), *masks))
+            got = _output(result.output, (*preset.patterns(result.output), *masks))
+        else:
+            want, got = _output(recorded, masks), _output(result.output, masks)
         difference = first_difference(want, got, path_of(result.output_path))
         if difference is not None:
             reason = f"the result of {call.name} call {call.id} differs from the recorded output"

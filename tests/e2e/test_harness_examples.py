@@ -5,7 +5,9 @@ the script does (--after-script stop), and the proxy has nothing to warn about.
 The examples' tool results are what each harness itself sent back for those commands (captured
 from a run of the harness on 2026-12-06), so a clean replay finds them the same, up to the values
 the harness's preset masks (Codex's chunk id and wall time, Gemini CLI's process group).
-mini-swe-agent's example ends with its submit command, as mini-swe-agent ends a run.
+mini-swe-agent's example ends with its submit command and OpenHands' with its finish tool, as
+each ends a run; OpenHands states its working directory in every output, masked in each output by
+its own (its preset).
 opencode also asks for a title, a tool-less side call that never takes a turn: it goes to the
 upstream, as its page says, so its run has one (a stand-in for the real model here).
 """
@@ -32,6 +34,7 @@ EXAMPLES = {
     "gemini": "gemini-cli",
     "opencode": "opencode",
     "mini": "mini-swe-agent",
+    "openhands": "openhands",
 }
 TASK = (
     "Create a small Python greeting script in greet.py that prints 'hello, world', run it, and "
@@ -66,11 +69,12 @@ def test_the_bundled_example_replays_with_no_model_and_nothing_to_warn_about(
     assert result.returncode == 0, why
     assert (result.repo / "out.txt").read_text() == "hello, world\n", why
     [main] = [s for s in sessions if s["script"] is not None]
-    # mini-swe-agent's example ends with its own submit command, a fourth turn
-    turns = 4 if name == "mini" else 3
+    # mini-swe-agent's and OpenHands' examples end with their own way out, a fourth turn
+    ends_itself = name in ("mini", "openhands")
+    turns = 4 if ends_itself else 3
     assert main["turns_served"] == turns and main["divergences"] == 0, main
     assert main["observations"]["differing"] == 0, main["observations"]
-    assert main["phase"] == ("served" if name == "mini" else "stopped"), main
+    assert main["phase"] == ("served" if ends_itself else "stopped"), main
     assert main["errors"] == 0, main
     warned: list[Any] = [
         r.getMessage()

@@ -199,3 +199,42 @@ def test_in_resume_mode_a_tool_result_is_compared_with_the_presets_masks() -> No
     assert decided("a b", None).observations.divergence is not None  # the masks are the preset's
     changed = decided("a b c", "codex").observations.divergence
     assert changed is not None and changed.kind == "observation"
+
+
+def test_in_resume_mode_a_value_an_output_states_is_masked_by_each_outputs_own() -> None:
+    """OpenHands ends each terminal output with the folder it ran in and its interpreter: a run
+    in another folder returns the same output but for those, which is no observation."""
+    from proxy.apis import BY_NAME as APIS
+    from proxy.formats import load_bytes
+    from proxy.replay.engine import Scripted, decide
+
+    def output(folder: str, text: str) -> str:
+        return (
+            f"{text}\n[The command completed with exit code 0.]\n[Current working directory: "
+            f"{folder}]\n[Python interpreter: {folder}/.venv/bin/python]"
+        )
+
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "terminal", "arguments": '{"command": "ls"}'},
+    }
+    recorded = [
+        {"role": "system", "content": "You are OpenHands agent, a helpful AI agent."},
+        {"role": "user", "content": "List the files."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": output("/tmp/run-a/repo", "a b")},
+        {"role": "assistant", "content": "Two files."},
+    ]  # fmt: skip
+    script = load_bytes(json.dumps(recorded).encode(), name="t", source="t.json")
+    tools = [{"type": "function", "function": {"name": "terminal", "parameters": {}}}]
+
+    def observed(text: str) -> object:
+        now = [*recorded[:3], {**recorded[3], "content": output("/work/b/repo", text)}]
+        conv = APIS["chat"].parse({"messages": now, "tools": tools})
+        decision = decide(conv, script, preset=BY_NAME["openhands"])
+        assert isinstance(decision, Scripted)
+        return decision.observations.divergence
+
+    assert observed("a b") is None
+    assert observed("a b c") is not None
