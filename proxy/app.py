@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from proxy import logs
+from proxy import __version__, logs
 from proxy.config import Settings
 from proxy.errors import BadRequest, NotFound, ProxyError
 from proxy.http import admin, health, ui
@@ -126,7 +126,7 @@ def create_app(
                     writer.close()
 
     api = FastAPI(
-        title="replay-proxy", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None
+        title="replay-proxy", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
     )
     api.state.runtime = runtime
     api.include_router(health.router)
