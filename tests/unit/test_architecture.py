@@ -3,8 +3,6 @@ cannot fall behind the code without this failing."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tests.conftest import ROOT
 
 
