@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from starlette.responses import Response
 
 from proxy.app import create_app
 from proxy.config import Settings
+from tests.helpers.agent import scripted_session
 from tests.helpers.harness.install import Unavailable, install
 from tests.helpers.harness.recipes import RECIPES, Run, assert_rebuilt, run
 from tests.helpers.servers import FakeUpstream, Seen, running, text, tool_call
@@ -97,12 +97,6 @@ def check_workspace(runs: list[Run]) -> None:
     why = "\n".join(r.tail() for r in runs)
     assert [r.returncode for r in runs] == [0] * len(runs), why
     assert_rebuilt(runs[0].repo, why)
-
-
-def scripted_session(root: str) -> dict[str, Any]:
-    sessions = httpx.get(root + "/replay/sessions").json()["data"]
-    [main] = [s for s in sessions if s["script"] is not None]
-    return dict(main)
 
 
 @dataclass

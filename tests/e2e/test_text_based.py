@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from starlette.responses import Response
 
@@ -30,6 +29,7 @@ from proxy.app import create_app
 from proxy.config import Settings
 from proxy.formats import load_all
 from tests.e2e.test_harnesses import STEPS, TASK, installed
+from tests.helpers.agent import scripted_session
 from tests.helpers.harness.recipes import (
     MINI_TEXT,
     Run,
@@ -66,12 +66,6 @@ def mini(root: str, folder: Path) -> Run:
     assert finished_its_own_way(MINI_TEXT, result, folder), result.tail()
     assert_rebuilt(result.repo, result.tail())
     return result
-
-
-def scripted_session(root: str) -> dict[str, Any]:
-    sessions = httpx.get(root + "/replay/sessions").json()["data"]
-    [main] = [s for s in sessions if s["script"] is not None]
-    return dict(main)
 
 
 @dataclass

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import openai
 
 SYSTEM = "You are a careful coding agent."
@@ -125,3 +126,10 @@ def follow(
         result = output(call)
         if result is not None:
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+
+
+def scripted_session(root: str) -> dict[str, Any]:
+    """The status of the one session that has a script (side-call sessions have none)."""
+    sessions = httpx.get(root + "/replay/sessions").json()["data"]
+    [main] = [s for s in sessions if s["script"] is not None]
+    return dict(main)
