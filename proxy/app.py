@@ -19,9 +19,9 @@ from starlette.responses import Response
 from proxy import __version__, logs
 from proxy.config import Settings
 from proxy.errors import BadRequest, NotFound, ProxyError
+from proxy.guard import Guard
 from proxy.http import admin, health, ui
 from proxy.http.front import Front, answer_error, unexpected
-from proxy.http.guard import Guard
 from proxy.metrics import Metrics
 from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Recorder

@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = None
     insecure_admin: bool = False  # admin API without a token on a non-loopback bind
     # host names (besides IP addresses and localhost) the admin API answers without a token, and
-    # pages a completion request may come from (proxy.http.guard); "*.corp" for a domain
+    # pages a completion request may come from (proxy.guard); "*.corp" for a domain
     allowed_host: Annotated[tuple[str, ...], NoDecode] = ()
     session_ttl: float = Field(default=24 * 3600.0, ge=0)  # idle seconds; 0 keeps sessions
     log_level: LogLevel = LogLevel.INFO

@@ -40,7 +40,7 @@ async def require_token(request: Request) -> None:
     """With --admin-token, a Bearer token (or the status page's cookie), compared in constant
     time. Without one, the admin API answers only a proxy bound to loopback, unless
     --insecure-admin says otherwise. Never a page of another site, and without a token never a
-    host name a page could have pointed at this machine (proxy.http.guard)."""
+    host name a page could have pointed at this machine (proxy.guard)."""
     runtime = _runtime(request)
     settings = runtime.settings
     page = request.method == "GET" and request.url.path == "/replay/ui"

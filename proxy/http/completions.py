@@ -22,6 +22,7 @@ from starlette.responses import Response
 from proxy.apis import Api
 from proxy.apis.chat import chat_message
 from proxy.errors import InjectedFault, NotFound, ProxyError, ReplayDiverged, error_response
+from proxy.http import relay
 from proxy.http.answers import JSON, SSE, own_headers, rendered
 from proxy.http.faults import fault_error, faulted
 from proxy.http.incoming import Incoming
@@ -99,7 +100,8 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
         lane = Lane.MAIN if binding is not None else lane
     tap = None
     if runtime.recorder is not None or runtime.dumper is not None:  # the call costs 2k otherwise
-        tap = runtime.tap(
+        tap = relay.tap(
+            runtime,
             request,
             session=session,
             lane=lane,
@@ -295,7 +297,8 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
         tap.exchange.source = "upstream"
         tap.exchange.upstream = call.upstream()
     try:
-        response = await call.runtime.forward(
+        response = await relay.forward(
+            call.runtime,
             call.request,
             call.raw,
             call.headers,

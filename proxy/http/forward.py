@@ -13,6 +13,7 @@ import orjson
 from starlette.responses import Response
 
 from proxy.errors import ProxyError
+from proxy.http import relay
 from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
 from proxy.nesting import too_deep
@@ -33,8 +34,15 @@ async def forward(request: Incoming, runtime: Runtime) -> Response:
     body = None  # read only to record it, or to compare it in strict mode
     if runtime.strict or runtime.recorder is not None or runtime.dumper is not None:
         body = await asyncio.to_thread(_parsed, request) if request.large else _parsed(request)
-    tap = runtime.tap(
-        request, session=session, lane=LANE, api=LANE, body=body, stream=False, perf_start=started
+    tap = relay.tap(
+        runtime,
+        request,
+        session=session,
+        lane=LANE,
+        api=LANE,
+        body=body,
+        stream=False,
+        perf_start=started,
     )
     if runtime.strict:
         response = await answer_recorded(request, runtime, session, LANE, body, [], tap)
@@ -49,8 +57,8 @@ async def forward(request: Incoming, runtime: Runtime) -> Response:
                 values = {"session": session, "trajectory": request.trajectory or ""}
                 if tap is not None:
                     tap.exchange.upstream = runtime.upstream.where(values)
-            response = await runtime.forward(
-                request, request.body, [], tap, api=LANE, started=started, values=values
+            response = await relay.forward(
+                runtime, request, request.body, [], tap, api=LANE, started=started, values=values
             )
         except ProxyError as error:
             if tap is not None:

@@ -27,3 +27,9 @@ def test_every_folder_is_named_on_the_architecture_page() -> None:
     page = (ROOT / "docs" / "architecture.md").read_text()
     folders = [p.name for p in (ROOT / "proxy").iterdir() if (p / "__init__.py").exists()]
     assert folders and all(f"`{name}/`" in page for name in folders), folders
+
+
+def test_the_runtime_holds_and_imports_nothing_from_http() -> None:
+    """Runtime is a holder of the running proxy's parts; request logic lives in http/."""
+    source = (ROOT / "proxy" / "runtime.py").read_text()
+    assert "proxy.http" not in source

@@ -1,0 +1,85 @@
+"""An exchange on its way: the tap that records or dumps it, and the request sent upstream with
+its answer passed back. The request logic the handlers share (http/completions.py, http/forward.py);
+the Runtime only holds the parts they use."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from proxy.http.incoming import Incoming
+from proxy.recording.recorder import Exchange
+from proxy.recording.tap import Tap, client_secrets
+from proxy.runtime import Runtime
+from proxy.upstream import Captured, PassThrough
+
+
+def tap(
+    runtime: Runtime,
+    incoming: Incoming,
+    *,
+    session: str,
+    lane: str,
+    api: str,
+    body: object,
+    stream: bool,
+    perf_start: float,
+) -> Tap | None:
+    """A Tap for this exchange, or None when nothing is recorded or dumped (the usual case: then
+    no copy of the exchange is made at all)."""
+    dumper = None if runtime.strict else runtime.dumper
+    if runtime.recorder is None and dumper is None:
+        return None
+    exchange = Exchange(
+        session=session,
+        lane=lane,
+        api=api,
+        method=incoming.method,
+        path=incoming.path,
+        source="",
+        request=body,
+        stream=stream,
+        started=time.time(),
+    )
+    return Tap(
+        exchange,
+        recorder=runtime.recorder,
+        dumper=dumper,
+        secrets=client_secrets(incoming.headers, incoming.query),
+        perf_start=perf_start,
+    )
+
+
+async def forward(
+    runtime: Runtime,
+    request: Incoming,
+    body: bytes,
+    headers: list[tuple[bytes, bytes]],
+    tap: Tap | None = None,
+    *,
+    api: str,
+    started: float,
+    values: Mapping[str, str] | None = None,
+) -> PassThrough:
+    """The request upstream, its answer passed on as it arrives; `values`: {session} and
+    {trajectory}, for an upstream per session."""
+    metrics = runtime.metrics
+
+    async def done(captured: Captured) -> None:
+        assert captured.finished is not None  # PassThrough sets it before calling this
+        metrics.upstream(api, started, captured.first_byte, captured.finished)
+        if tap is not None:
+            await tap.forwarded(captured)
+
+    response = await runtime.upstream.send(
+        request.method,
+        request.raw_path,
+        request.query,
+        request.raw_headers,
+        body,
+        on_complete=done,
+        keep_body=tap is not None,
+        values=values,
+    )
+    response.raw_headers.extend(headers)
+    return response
