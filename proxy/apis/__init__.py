@@ -6,7 +6,7 @@ making is taken out before a conversation goes to the real model, and how an ans
     responses.py   OpenAI Responses (/v1/responses)
     anthropic.py   Anthropic Messages (/v1/messages)
     gemini.py      Gemini (/v1beta/models/{model}:generateContent, :streamGenerateContent)
-    answer.py      an answer read back from the wire (recordings, dumps), SSE split into events
+    readback.py    an answer read back from the wire (recordings, dumps), SSE split into events
     request.py     what every request body must have before the decision reads it
 
 Each API module is pure: a body in, a Conversation out; a Turn in, bytes out.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.apis import anthropic, chat, gemini, responses
-from proxy.apis.answer import Assembled
+from proxy.apis.readback import Assembled
 from proxy.replay.conversation import Conversation
 from proxy.replay.splice import Insertion, apply_chat
 from proxy.replay.trajectory import Turn

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from proxy.apis.answer import Assembled, arguments_object, event_data, sse_events
+from proxy.apis.readback import Assembled, arguments_object, event_data, sse_events
 from proxy.apis.request import malformed, opened, spliced
 from proxy.errors import BadRequest
 from proxy.formats.anthropic import messages_to_chat

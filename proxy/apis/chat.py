@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from proxy.apis.answer import Assembled, event_data, sse_events
+from proxy.apis.readback import Assembled, event_data, sse_events
 from proxy.apis.request import malformed, opened, tool_names
 from proxy.errors import BadRequest
 from proxy.replay.content import is_content, text_of

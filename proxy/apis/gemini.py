@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from proxy.apis.answer import Assembled, arguments_object, event_data, sse_events
+from proxy.apis.readback import Assembled, arguments_object, event_data, sse_events
 from proxy.apis.request import malformed, spliced, tool_names
 from proxy.errors import BadRequest
 from proxy.formats.gemini import Unanswered, contents_to_chat, parts_text, response_text

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from proxy.apis.answer import Assembled, event_data, sse_events
+from proxy.apis.readback import Assembled, event_data, sse_events
 from proxy.apis.request import malformed, opened, spliced, tool_names
 from proxy.errors import BadRequest
 from proxy.formats.responses import (

@@ -7,7 +7,7 @@ EventSourceResponse writes. An SSE client splits events on blank lines, not on r
 the same events in the same order; what it saves is one socket write per event, which was most of
 a scripted stream's cost (the profile in docs/performance.md). EventSourceResponse (a task group
 and a disconnect listener per response) stays for streams that wait between events
-(proxy.http.faults: a stall), where each event must leave when it is due.
+(proxy.http.faulted: a stall), where each event must leave when it is due.
 
 `on_complete` runs before the body is sent, as a forwarded answer's does before its end, so a
 recording line is on its way before the client sees the end.

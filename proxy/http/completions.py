@@ -24,7 +24,7 @@ from proxy.apis.chat import chat_message
 from proxy.errors import InjectedFault, NotFound, ProxyError, ReplayDiverged, error_response
 from proxy.http import relay
 from proxy.http.answers import JSON, SSE, own_headers, rendered
-from proxy.http.faults import fault_error, faulted
+from proxy.http.faulted import fault_error, faulted
 from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
 from proxy.recording.tap import Tap, dump_record

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from proxy.apis import BY_NAME
-from proxy.apis.answer import sse_events
+from proxy.apis.readback import sse_events
 from proxy.errors import ProxyError
 from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Exchange, Recorder

@@ -14,7 +14,7 @@ turn: it meets the same fault again, or the turn.
 
 The plan comes from `serve --fault TURN:KIND[:SECONDS]` (every session) or the admin API (one
 session: a JSON list of {"turn", "kind", "times", "seconds"}). Parsing and choosing are pure; the
-answers themselves are made in proxy.http.faults.
+answers themselves are made in proxy.http.faulted.
 """
 
 from __future__ import annotations
