@@ -107,9 +107,12 @@ def _aimock_configure(work: Path) -> None:
 
 def _aimock_argv(home: Path, work: Path, port: int) -> list[str]:
     cli = home / "node_modules/@copilotkit/aimock/dist/cli.js"
-    return ["node", str(cli), "-h", "127.0.0.1", "-p", str(port), "-f", str(work / "aimock.json")]
-    # its request journal cannot be turned off; --journal-max 1 keeps it to one entry
-    # (0 means unbounded), as a long run of a real user would have it
+    # its request journal cannot be turned off: --journal-max 1 keeps it to one entry (0 means
+    # unbounded); -h is the host, not help
+    return [
+        "node", str(cli), "-h", "127.0.0.1", "-p", str(port), "-f", str(work / "aimock.json"),
+        "--journal-max", "1",
+    ]  # fmt: skip
 
 
 # ---- llm-mock-api
@@ -252,7 +255,7 @@ PEERS = (
         {"chat": "", "responses": "", "anthropic": "", "gemini": ""},
         _aimock_install,
         _aimock_configure,
-        lambda home, work, port: [*_aimock_argv(home, work, port), "--journal-max", "1"],
+        _aimock_argv,
         ready="/ready",
     ),
     Peer(

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -75,13 +76,18 @@ def process(*argv: str, env: dict[str, str] | None = None) -> Iterator[tuple[str
             raise RuntimeError(f"{argv[:3]} did not start: {line!r}")
         yield line.rsplit("listening on ", 1)[1].strip(), proc.pid
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM to its process group, SIGKILL after 30 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 @contextmanager
@@ -113,13 +119,7 @@ def polled(
                 time.sleep(0.1)
         yield proc.pid
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        _stop(proc)
 
 
 def proxy(*args: str) -> AbstractContextManager[tuple[str, int]]:

@@ -3,6 +3,7 @@ cannot work, a start line that says what runs, and quiet exits. Real processes, 
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -55,8 +56,6 @@ def test_a_busy_port_and_a_folder_given_as_a_file_name_their_fix(tmp_path: Path)
 
 def _started(*args: str, env: dict[str, str] | None = None) -> tuple[str, str, int]:
     """Start serve, read its start lines, stop it with Ctrl-C (SIGINT): stdout, stderr, exit."""
-    import os
-
     process = subprocess.Popen(
         [sys.executable, "-m", "proxy", "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
