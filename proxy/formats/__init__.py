@@ -14,8 +14,9 @@ Formats, told apart by their shape (sniffing), not by the file name:
                      {"contents": [...], "systemInstruction": ...}, as a generateContent request
 - "recording":       what --record-dir writes: one exchange per line (see formats/recording.py)
 
-- the harnesses' own logs, each a Reader (formats/reader.py) in its own module, tried before the
-  generic shapes above: a file of several trajectories (NeMo-Gym rollouts) gives one per line.
+- the harnesses' own logs, each a Reader (formats/harness_logs/reader.py) in its own module of
+  harness_logs/, tried before the generic shapes above: a file of several trajectories (NeMo-Gym
+  rollouts) gives one per line.
 
 A directory is read as an event store (OpenHands SDK): its `events/*.json` (or `*.json`) files in
 name order, as one JSON list. A JSONL file cut off mid-line loads what is complete, with a warning.
@@ -37,7 +38,15 @@ from typing import Any
 import orjson
 
 from proxy.errors import LoadError
-from proxy.formats import (
+from proxy.formats.anthropic import MARKERS as ANTHROPIC_ONLY
+from proxy.formats.anthropic import looks_like_anthropic, messages_to_chat
+from proxy.formats.chat import trajectory_from_messages
+from proxy.formats.gemini import contents_to_chat, looks_like_gemini
+from proxy.formats.harness_logs import (
+    Converted,
+    Lines,
+    Miss,
+    Reader,
     claude_code,
     codex,
     mini_swe_agent,
@@ -46,11 +55,6 @@ from proxy.formats import (
     openhands,
     swe_agent,
 )
-from proxy.formats.anthropic import MARKERS as ANTHROPIC_ONLY
-from proxy.formats.anthropic import looks_like_anthropic, messages_to_chat
-from proxy.formats.chat import trajectory_from_messages
-from proxy.formats.gemini import contents_to_chat, looks_like_gemini
-from proxy.formats.reader import Converted, Lines, Miss, Reader
 from proxy.formats.recording import is_recording, trajectory_from_recording
 from proxy.formats.responses import RESPONSES_ONLY, items_to_chat
 from proxy.names import inside

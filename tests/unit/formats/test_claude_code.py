@@ -11,7 +11,7 @@ import pytest
 from proxy.errors import LoadError
 from proxy.formats import read_with
 from proxy.formats.anthropic import messages_to_chat
-from proxy.formats.claude_code import READER, convert
+from proxy.formats.harness_logs.claude_code import READER, convert
 from proxy.replay.trajectory import Trajectory
 from tests.conftest import ROOT
 

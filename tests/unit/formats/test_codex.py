@@ -10,7 +10,7 @@ import pytest
 
 from proxy.errors import LoadError
 from proxy.formats import read_with
-from proxy.formats.codex import READER, convert
+from proxy.formats.harness_logs.codex import READER, convert
 from proxy.formats.responses import items_to_chat
 from proxy.replay.trajectory import Trajectory
 from tests.conftest import ROOT

@@ -10,9 +10,10 @@ from typing import Any
 
 import orjson
 
-from proxy.formats import claude_code, codex, load_bytes, read_with
+from proxy.formats import load_bytes, read_with
 from proxy.formats.gemini import contents_to_chat
-from proxy.formats.reader import Converted
+from proxy.formats.harness_logs import claude_code, codex
+from proxy.formats.harness_logs.reader import Converted
 from proxy.formats.responses import items_to_chat
 from proxy.replay.content import appended
 

@@ -9,7 +9,7 @@ import pytest
 
 from proxy.errors import LoadError
 from proxy.formats import read_with
-from proxy.formats.nemo_gym import READER, SINGLE
+from proxy.formats.harness_logs.nemo_gym import READER, SINGLE
 from proxy.replay.trajectory import Trajectory
 from tests.conftest import ROOT
 

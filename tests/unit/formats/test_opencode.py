@@ -10,7 +10,7 @@ import pytest
 
 from proxy.errors import LoadError
 from proxy.formats import read_with
-from proxy.formats.opencode import READER, convert
+from proxy.formats.harness_logs.opencode import READER, convert
 from proxy.replay.content import text_of
 from proxy.replay.trajectory import Trajectory
 from tests.conftest import ROOT

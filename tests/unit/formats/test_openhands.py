@@ -13,7 +13,7 @@ import pytest
 
 from proxy.errors import LoadError
 from proxy.formats import load_all, read_with
-from proxy.formats.openhands import READER
+from proxy.formats.harness_logs.openhands import READER
 from proxy.replay.content import text_of
 from proxy.replay.trajectory import Trajectory
 from tests.conftest import ROOT

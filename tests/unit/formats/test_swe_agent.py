@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from proxy.errors import LoadError
-from proxy.formats import mini_swe_agent, read_with, swe_agent
-from proxy.formats.reader import Reader
+from proxy.formats import read_with
+from proxy.formats.harness_logs import mini_swe_agent, swe_agent
+from proxy.formats.harness_logs.reader import Reader
 from proxy.replay.trajectory import Trajectory
 from tests.conftest import ROOT
 

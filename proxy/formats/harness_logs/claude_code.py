@@ -26,7 +26,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.reader import Converted, Lines, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
 from proxy.replay.content import text_of
 from proxy.replay.trajectory import Note
 

@@ -32,7 +32,7 @@ from collections import Counter
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.reader import Converted, Lines, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
 from proxy.formats.responses import content_parts
 from proxy.replay.content import appended, text_of
 from proxy.replay.trajectory import Note

@@ -31,7 +31,7 @@ import json
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.reader import Converted, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Miss, Reader
 from proxy.replay.trajectory import Note
 
 SDK_TOOL_RESULTS = {"ObservationEvent", "AgentErrorEvent", "UserRejectObservation"}

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.reader import Converted, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Miss, Reader
 from proxy.formats.responses import items_to_chat
 from proxy.replay.trajectory import Note
 

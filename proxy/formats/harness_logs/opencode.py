@@ -21,7 +21,7 @@ import json
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.reader import Converted, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Miss, Reader
 from proxy.replay.trajectory import Note
 
 INTERRUPTED = "[Tool execution was interrupted]"  # what opencode sends for a call that never ended

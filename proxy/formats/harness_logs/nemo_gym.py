@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.reader import Converted, Lines, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
 from proxy.formats.responses import ASSISTANT_SIDE, items_to_chat
 
 EXPECTED = (

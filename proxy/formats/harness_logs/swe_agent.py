@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.reader import Converted, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Miss, Reader
 from proxy.replay.trajectory import Note
 
 EXPECTED = 'a SWE-agent trajectory {"history": [...], "trajectory": [...], "info": {...}}'
