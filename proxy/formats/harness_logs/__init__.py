@@ -15,7 +15,7 @@ line or item index, never a guess (one bad rollout of several is `refused`, the 
     mini_swe_agent.py   mini-swe-agent `.traj.json` files
     nemo_gym.py         NeMo-Gym rollouts, one per JSONL line (READER), or one file (SINGLE)
 
-Which reader a file gets, and in what order they are tried, is the loader's (proxy.formats).
+Which reader a file gets, and in what order they are tried, is proxy.formats.loading's.
 """
 
 from __future__ import annotations

@@ -1,0 +1,464 @@
+"""Loading: a trajectory file of any supported format -> Trajectory, the format told apart by the
+file's shape (sniffing), not by its name. Pure apart from `load_file` and `load_all`.
+
+The formats:
+
+- "chat":            a bare JSON array of OpenAI chat messages (the canonical form)
+- "messages":        {"messages": [...]}
+- "jsonl":           one chat message per line
+- "llm_completions": {"messages": [...], "response": {chat.completion}}; the conversation is the
+                     messages plus the response's message
+- "responses":       OpenAI Responses API input items, a bare list or {"input": [...], "instructions"}
+- "anthropic":       Anthropic Messages API messages (tool_use / tool_result blocks), a bare list or
+                     {"messages": [...], "system": ...}
+- "gemini":          Gemini API contents (functionCall / functionResponse parts) in
+                     {"contents": [...], "systemInstruction": ...}, as a generateContent request
+- "recording":       what --record-dir writes: one exchange per line (see formats/recording.py)
+
+- the harnesses' own logs, each a Reader (harness_logs/reader.py) in its own module of
+  harness_logs/, tried before the generic shapes above, in the order of READERS: a file of several
+  trajectories (NeMo-Gym rollouts) gives one per line.
+
+A directory is read as an event store (OpenHands SDK): its `events/*.json` (or `*.json`) files in
+name order, as one JSON list. A JSONL file cut off mid-line loads what is complete, with a warning.
+Every error is a LoadError naming the file and the message index; a file of no known shape gets one
+error naming every format tried and why the closest one did not fit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from proxy.errors import LoadError
+from proxy.formats.anthropic import MARKERS as ANTHROPIC_ONLY
+from proxy.formats.anthropic import looks_like_anthropic, messages_to_chat
+from proxy.formats.chat import trajectory_from_messages
+from proxy.formats.gemini import contents_to_chat, looks_like_gemini
+from proxy.formats.harness_logs import (
+    Converted,
+    Lines,
+    Miss,
+    Reader,
+    claude_code,
+    codex,
+    mini_swe_agent,
+    nemo_gym,
+    opencode,
+    openhands,
+    swe_agent,
+)
+from proxy.formats.recording import is_recording, trajectory_from_recording
+from proxy.formats.responses import RESPONSES_ONLY, items_to_chat
+from proxy.names import inside
+from proxy.nesting import TOO_DEEP, too_deep
+from proxy.replay.trajectory import Note, Trajectory
+
+log = logging.getLogger("proxy.formats")
+
+LEFT_OUT = "left out: "  # starts the note of a conversation of the file that could not be read
+
+__all__ = [
+    "LEFT_OUT",
+    "READERS",
+    "LoadError",
+    "dialect",
+    "load_all",
+    "load_bytes",
+    "load_file",
+    "load_many",
+    "read_with",
+    "trajectory_name",
+]
+
+# the harnesses' own logs: tried in this order, before the generic shapes
+READERS: tuple[Reader, ...] = (
+    claude_code.READER,
+    codex.READER,
+    opencode.READER,
+    openhands.READER,
+    swe_agent.READER,
+    mini_swe_agent.READER,
+    nemo_gym.READER,
+    nemo_gym.SINGLE,  # a rollout file of one line parses as one JSON document
+)
+
+
+def load_file(path: Path, *, name: str | None = None) -> Trajectory:
+    """The one trajectory in a file (a file of several is an error saying so)."""
+    return _one(load_all(path, name=name), str(path))
+
+
+def load_all(path: Path, *, name: str | None = None) -> list[Trajectory]:
+    """Every trajectory in a file, or in an event-store directory."""
+    if path.is_dir():
+        doc, data = _directory(path)
+        return _guarded(
+            lambda: _from_document(
+                doc, name=name or path.name, source=str(path), digest=_digest(data)
+            )
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise LoadError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    return load_many(data, name=name or trajectory_name(path), source=str(path))
+
+
+def trajectory_name(path: Path) -> str:
+    """NAME for NAME.json / NAME.jsonl / NAME.traj / NAME.traj.json."""
+    for suffix in (".jsonl", ".json", ".traj"):
+        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+            return trajectory_name(Path(path.name.removesuffix(suffix)))
+    return path.name
+
+
+def load_bytes(data: bytes, *, name: str, source: str) -> Trajectory:
+    return _one(load_many(data, name=name, source=source), source)
+
+
+def load_many(data: bytes, *, name: str, source: str) -> list[Trajectory]:
+    return _guarded(lambda: _load(data, name=name, source=source))
+
+
+def read_with(reader: Reader, data: bytes, *, name: str, source: str) -> list[Trajectory]:
+    """The trajectories in `data` as one format reads them, whatever the others would say: each
+    format's tests read their files through its own reader with this."""
+
+    def read() -> list[Trajectory]:
+        digest = _digest(data)
+        if reader.lines:
+            items, notes = _lines(data, source)
+            return _converted(reader, reader.convert(items, source), name, source, digest, notes)
+        doc = _shallow(orjson.loads(data), source, None)
+        return _converted(reader, reader.convert(doc, source), name, source, digest, [])
+
+    return _guarded(read)
+
+
+def _guarded(load: Callable[[], list[Trajectory]]) -> list[Trajectory]:
+    # A large file allocates a few hundred thousand objects that all stay alive: the cyclic
+    # collector would walk them again and again for nothing (a third of the load time at 10 MB).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return load()
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _one(found: list[Trajectory], source: str) -> Trajectory:
+    if len(found) != 1:
+        raise LoadError(
+            source,
+            None,
+            f"holds {len(found)} trajectories ({', '.join(t.name for t in found[:3])}, ...), "
+            "where one is expected: pass it with --trajectory or --trajectory-dir (each is "
+            "loaded by its own name), or split it with `replay-proxy convert`",
+        )
+    return found[0]
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _directory(path: Path) -> tuple[list[Any], bytes]:
+    """An event store: one JSON event per file, in the order of the numbers in their names
+    (event-00000-..., event-100000-...: the padding stops at five digits)."""
+    folder = path / "events" if (path / "events").is_dir() else path
+    files = sorted(
+        (p for p in folder.iterdir() if p.suffix == ".json" and p.is_file()), key=_natural
+    )
+    if not files:
+        raise LoadError(str(path), None, f"a directory, but {folder} holds no .json event files")
+    doc: list[Any] = []
+    chunks: list[bytes] = []
+    for position, file in enumerate(files):
+        if not inside(path, file):  # a link to a file elsewhere is not read
+            raise LoadError(
+                str(path),
+                position,
+                f"{file.relative_to(path)} is a symbolic link that leads out of the event store; "
+                "links are not followed out of it",
+            )
+        try:
+            data = file.read_bytes()
+            doc.append(_shallow(orjson.loads(data), str(path), position))
+        except OSError as exc:
+            raise LoadError(str(path), position, f"{file.name}: cannot read: {exc}") from None
+        except orjson.JSONDecodeError as exc:
+            raise LoadError(str(path), position, f"{file.name} is not valid JSON: {exc}") from None
+        chunks.append(data)
+    return doc, b"\n".join(chunks)
+
+
+def _shallow(value: Any, source: str, index: int | None) -> Any:
+    """`value`, unless it nests deeper than proxy.nesting allows (it could not be served)."""
+    if too_deep(value):
+        raise LoadError(source, index, f"holds {TOO_DEEP}")
+    return value
+
+
+def _natural(path: Path) -> list[tuple[int, str]]:
+    return [(int(part), "") if part.isdigit() else (-1, part) for part in _DIGITS.split(path.name)]
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _load(data: bytes, *, name: str, source: str) -> list[Trajectory]:
+    digest = _digest(data)
+    if not data.strip():
+        raise LoadError(source, None, "the file is empty")
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as whole_error:
+        return _from_lines(data, name=name, source=source, digest=digest, whole_error=whole_error)
+    _shallow(doc, source, None)
+    if is_recording(doc):  # a recording of a single exchange
+        return [trajectory_from_recording([(0, doc)], name=name, source=source, digest=digest)]
+    return _from_document(doc, name=name, source=source, digest=digest)
+
+
+def _converted(
+    reader: Reader,
+    conversations: list[Converted],
+    name: str,
+    source: str,
+    digest: str,
+    notes: list[Note],
+) -> list[Trajectory]:
+    out: list[Trajectory] = []
+    refused: list[tuple[str | None, str]] = []  # (label, why), in file order
+    for c in conversations:
+        if c.refused is not None:
+            refused.append((c.label, c.refused))
+            continue
+        messages, indexes = c.messages, c.indexes
+        if c.system is not None and not any(m.get("role") == "system" for m in messages[:1]):
+            messages, indexes = [{"role": "system", "content": c.system}, *messages], [-1, *indexes]
+        try:
+            t = trajectory_from_messages(
+                messages,
+                name=name if c.label is None else f"{name}.{c.label}",
+                source=source,
+                fmt=reader.name,
+                digest=digest if c.label is None else _digest(f"{digest}:{c.label}".encode()),
+                indexes=indexes,
+                places=c.places,
+                unit="line" if reader.lines else "message",
+            )
+        except LoadError as exc:
+            if c.label is None:  # the file's only conversation
+                raise
+            # one of several (a rollout per line): the others still load
+            where = (c.places or {}).get(exc.index) if exc.index is not None else None
+            refused.append((c.label, f"{where or f'line {c.label}'}: {exc.reason}"))
+            continue
+        out.append(dataclasses.replace(t, skipped=(*notes, *c.left_out, *t.skipped)))
+    if not out:
+        if refused:
+            reasons = "; ".join(why for _, why in refused[:3])
+            more = f" (and {len(refused) - 3} more)" if len(refused) > 3 else ""
+            raise LoadError(source, None, f"no conversation in it could be read: {reasons}{more}")
+        raise LoadError(source, None, f"a {reader.name} file, but it holds no conversation")
+    if refused:  # told once, with the first conversation of the file, and in the log
+        left = [Note(-1, f"{LEFT_OUT}{why}", f"line {label}") for label, why in refused]
+        out[0] = dataclasses.replace(out[0], skipped=(*left, *out[0].skipped))
+        for _, why in refused:
+            log.warning("%s: left out: %s", source, why)
+    return out
+
+
+def _from_document(doc: Any, *, name: str, source: str, digest: str) -> list[Trajectory]:
+    misses: list[tuple[str, Miss]] = []
+    for reader in READERS:
+        if reader.lines:
+            continue
+        miss = reader.miss(doc)
+        if miss is None:
+            return _converted(reader, reader.convert(doc, source), name, source, digest, [])
+        misses.append((reader.name, miss))
+    try:
+        return [_generic_document(doc, name=name, source=source, digest=digest)]
+    except LoadError as exc:
+        raise _unrecognised(exc, misses) from None
+
+
+def _unrecognised(exc: LoadError, misses: list[tuple[str, Miss]]) -> LoadError:
+    """The generic shapes' error stands for a file that looked like one of them (it failed past
+    its start) and like no harness log; otherwise one error names every format tried, the
+    closest first."""
+    ranked = sorted(misses, key=lambda m: -m[1].closeness)  # stable: READERS order among equals
+    near = bool(ranked) and ranked[0][1].closeness > 0
+    if not near and exc.index not in (None, 0):
+        return exc
+    if exc.reason == _UNRECOGNISED:
+        why = "not a list of messages or an object holding one"
+    else:
+        why = exc.reason if exc.index is None else f"message {exc.index} {exc.reason}"
+    tried = [f"chat, Responses or Anthropic messages: {why}"]
+    tried += [f"{name}: {miss.reason}" for name, miss in ranked]
+    if near:  # the closest harness log leads, then the generic shapes, then the rest
+        name, miss = ranked[0]
+        tried = [f"closest is {name}, which does not fit: {miss.reason}", tried[0], *tried[2:]]
+    lead, *rest = tried
+    also = f". Also tried {'; '.join(rest)}" if rest else ""
+    return LoadError(
+        exc.source, None, f"not a trajectory in a format this proxy reads; {lead}{also}"
+    )
+
+
+def _generic_document(doc: Any, *, name: str, source: str, digest: str) -> Trajectory:
+    """The generic shapes: chat, Responses or Anthropic messages, bare or in an object."""
+    if isinstance(doc, list):
+        return _from_list(doc, name=name, source=source, digest=digest, fmt="chat")
+    if isinstance(doc, dict):
+        contents = doc.get("contents")
+        if isinstance(contents, list) and looks_like_gemini(contents):
+            chat, indexes = contents_to_chat(contents, source, system=doc.get("systemInstruction"))
+            return trajectory_from_messages(
+                chat, name=name, source=source, fmt="gemini", digest=digest, indexes=indexes
+            )
+        if isinstance(doc.get("input"), list):
+            chat, indexes = items_to_chat(
+                doc["input"], source, instructions=doc.get("instructions")
+            )
+            return trajectory_from_messages(
+                chat, name=name, source=source, fmt="responses", digest=digest, indexes=indexes
+            )
+        messages = doc.get("messages")
+        if isinstance(messages, list) and (looks_like_anthropic(messages) or "system" in doc):
+            chat, indexes = messages_to_chat(messages, source, system=doc.get("system"))
+            return trajectory_from_messages(
+                chat, name=name, source=source, fmt="anthropic", digest=digest, indexes=indexes
+            )
+        if not isinstance(messages, list):
+            if "role" in doc:  # a JSONL file holding a single message
+                return trajectory_from_messages(
+                    [doc], name=name, source=source, fmt="jsonl", digest=digest
+                )
+            raise LoadError(source, None, _UNRECOGNISED)
+        response = doc.get("response")
+        if response is None:
+            return trajectory_from_messages(
+                messages, name=name, source=source, fmt="messages", digest=digest
+            )
+        message = _response_message(response, source, len(messages))
+        return trajectory_from_messages(
+            [*messages, message], name=name, source=source, fmt="llm_completions", digest=digest
+        )
+    raise LoadError(source, None, _UNRECOGNISED)
+
+
+_UNRECOGNISED = (
+    "unrecognised trajectory format: expected a JSON array of chat messages, Responses items or "
+    'Anthropic messages; {"messages": [...]}; {"input": [...]}; Gemini {"contents": [...]}; an llm_completions dump '
+    '{"messages", "response"}; JSONL with one message per line; or a recording'
+)
+
+
+def _response_message(response: Any, source: str, index: int) -> Any:
+    try:
+        return response["choices"][0]["message"]
+    except (TypeError, KeyError, IndexError):
+        raise LoadError(source, index, "response has no choices[0].message") from None
+
+
+def _from_lines(
+    data: bytes, *, name: str, source: str, digest: str, whole_error: orjson.JSONDecodeError
+) -> list[Trajectory]:
+    items, notes = _lines(data, source, whole_error)
+    if is_recording(items[0][1]):
+        return [
+            trajectory_from_recording(items, name=name, source=source, digest=digest, notes=notes)
+        ]
+    misses: list[tuple[str, Miss]] = []
+    for reader in READERS:
+        if not reader.lines:
+            continue
+        miss = reader.miss(items)
+        if miss is None:
+            return _converted(reader, reader.convert(items, source), name, source, digest, notes)
+        misses.append((reader.name, miss))
+    values = [value for _, value in items]
+    try:
+        t = _from_list(values, name=name, source=source, digest=digest, fmt="jsonl")
+    except LoadError as exc:
+        raise _unrecognised(exc, misses) from None
+    return [dataclasses.replace(t, skipped=(*notes, *t.skipped))] if notes else [t]
+
+
+def _lines(
+    data: bytes, source: str, whole_error: orjson.JSONDecodeError | None = None
+) -> tuple[Lines, list[Note]]:
+    """The JSON values of a JSONL file's lines. A last line cut off mid-write (a harness or the
+    recorder stopped: no newline ends the file) is left out with a warning; any other bad line is an
+    error."""
+    raw = data.splitlines()
+    items: Lines = []
+    notes: list[Note] = []
+    for number, line in enumerate(raw):
+        if not line.strip():
+            continue
+        try:
+            items.append((number, _shallow(orjson.loads(line), source, number)))
+        except orjson.JSONDecodeError as exc:
+            if not items:  # not JSONL either: report it as the JSON file it claims to be
+                raise LoadError(source, None, f"not valid JSON: {whole_error or exc}") from None
+            if data.endswith((b"\n", b"\r")) or any(rest.strip() for rest in raw[number + 1 :]):
+                raise LoadError(
+                    source, number, f"line {number + 1} is not valid JSON: {exc}"
+                ) from None
+            reason = (
+                f"line {number + 1} is cut off (the file ends mid-line); loaded what is complete"
+            )
+            log.warning("%s: %s", source, reason)
+            notes.append(Note(number, reason, f"line {number + 1}"))
+    if not items:
+        raise LoadError(source, None, "the file is empty")
+    return items, notes
+
+
+def dialect(items: list[Any]) -> str:
+    """chat, responses or anthropic: decided by the first item only one of them could hold (a
+    tool call or result is there early in any real run), so a large file is not scanned twice."""
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") in RESPONSES_ONLY:
+            return "responses"
+        if "tool_calls" in item or item.get("role") == "tool":
+            return "chat"
+        content = item.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY for b in content
+        ):
+            return "anthropic"
+    return "chat"
+
+
+def _from_list(items: list[Any], *, name: str, source: str, digest: str, fmt: str) -> Trajectory:
+    """A list of chat messages, Responses items or Anthropic messages."""
+    kind = dialect(items)
+    if kind == "responses":
+        chat, indexes = items_to_chat(items, source)
+        return trajectory_from_messages(
+            chat, name=name, source=source, fmt="responses", digest=digest, indexes=indexes
+        )
+    if kind == "anthropic":
+        chat, indexes = messages_to_chat(items, source)
+        return trajectory_from_messages(
+            chat, name=name, source=source, fmt="anthropic", digest=digest, indexes=indexes
+        )
+    return trajectory_from_messages(items, name=name, source=source, fmt=fmt, digest=digest)
