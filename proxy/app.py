@@ -6,8 +6,9 @@ import asyncio
 import gc
 import json
 import os
+import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -17,6 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from proxy import __version__, logs
+from proxy.apis import APIS, Api
 from proxy.config import Settings
 from proxy.errors import BadRequest, NotFound, ProxyError
 from proxy.guard import Guard
@@ -42,8 +44,10 @@ def create_app(
     store: Store | None = None,
     upstream: Upstream | None = None,
     library: Library | None = None,
+    apis: Sequence[Api] = APIS,
 ) -> Front:
-    """Trajectories are loaded here, not in the lifespan, so a bad file fails before binding."""
+    """Trajectories are loaded here, not in the lifespan, so a bad file fails before binding.
+    `apis`: the APIs served (the table in proxy.apis; a test adds one of its own)."""
     if library is None:
         library = Library.load(
             settings.trajectory,
@@ -134,19 +138,13 @@ def create_app(
     api.include_router(ui.root)
     api.include_router(admin.router)
     _install_error_handlers(api)
-    _document_hot_paths(api)
-    return Front(api, runtime)
+    _document_hot_paths(api, apis)
+    return Front(api, runtime, apis)
 
 
-HOT_PATHS = {
-    "/v1/chat/completions": "OpenAI chat completions: a scripted turn, or forwarded upstream",
-    "/v1/responses": "OpenAI Responses API: a scripted turn, or forwarded upstream",
-    "/v1/messages": "Anthropic Messages API: a scripted turn, or forwarded upstream",
-}
-
-
-def _document_hot_paths(api: FastAPI) -> None:
-    """proxy.http.front serves the completion endpoints outside FastAPI; list them in the schema too."""
+def _document_hot_paths(api: FastAPI, apis: Sequence[Api]) -> None:
+    """proxy.http.front serves the completion endpoints outside FastAPI; list them in the schema
+    too, from the Api table, each with its errors' shape."""
     plain = api.openapi
 
     def openapi() -> dict[str, Any]:
@@ -156,19 +154,37 @@ def _document_hot_paths(api: FastAPI) -> None:
                 "required": True,
                 "content": {"application/json": {"schema": {"type": "object"}}},
             }
-            answers = {
-                "200": {
-                    "description": "the answer: JSON, or an SSE stream when the body asks for one"
-                },
-                "400": {"description": "a malformed request, OpenAI-shaped"},
-                "404": {
-                    "description": "a replay error (divergence, unknown trajectory), OpenAI-shaped"
-                },
-            }
-            for path, summary in HOT_PATHS.items():
-                schema["paths"][path] = {
-                    "post": {"summary": summary, "requestBody": body, "responses": answers}
+            for one in apis:
+                shaped = f"{one.error_shape}-shaped"
+                answers = {
+                    "200": {
+                        "description": "the answer: JSON, or an SSE stream when the request asks "
+                        "for one"
+                    },
+                    "400": {"description": f"a malformed request, {shaped}"},
+                    "404": {
+                        "description": "a replay error (divergence, unknown trajectory), " + shaped
+                    },
                 }
+                summary = f"{one.title}: a scripted turn, or forwarded upstream"
+                for path in one.documented:
+                    post: dict[str, Any] = {
+                        "summary": summary,
+                        "requestBody": body,
+                        "responses": answers,
+                    }
+                    named = re.findall(r"\{(\w+)\}", path)  # Gemini's {model}
+                    if named:
+                        post["parameters"] = [
+                            {
+                                "name": n,
+                                "in": "path",
+                                "required": True,
+                                "schema": {"type": "string"},
+                            }
+                            for n in named
+                        ]
+                    schema["paths"][path] = {"post": post}
             api.openapi_schema = schema
         return api.openapi_schema
 

@@ -1,4 +1,5 @@
-"""Errors the proxy raises, and the one place they become OpenAI-shaped responses.
+"""Errors the proxy raises, and the one place they become answers: in OpenAI's shape, or in the
+shape of the API the request came through (its Api row in proxy.apis says how).
 
     ProxyError                  an error answered by the proxy itself (never an upstream's)
     ├── BadRequest              400  the request is malformed; says what and where (param)
@@ -31,6 +32,7 @@ except a fault injected on purpose, which is there to be retried.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -187,56 +189,18 @@ _INJECTED_TYPES = {
 }
 
 
-ANTHROPIC_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    415: "invalid_request_error",
-    429: "rate_limit_error",
-    500: "api_error",
-    502: "api_error",
-    503: "api_error",
-    504: "timeout_error",
-}
-
-
-GOOGLE_STATUSES = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    413: "INVALID_ARGUMENT",
-    415: "INVALID_ARGUMENT",
-    429: "RESOURCE_EXHAUSTED",
-    499: "CANCELLED",
-    500: "INTERNAL",
-    502: "UNAVAILABLE",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-    508: "INTERNAL",
-}
-
-
 def error_response(
-    error: ProxyError, *, api: str = "chat", headers: dict[str, str] | None = None
+    error: ProxyError,
+    *,
+    shape: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Response:
-    """In the shape of the API the request came through: OpenAI's; Anthropic's on the Messages
-    API; Google's ({"error": {"code", "message", "status"}}) on the Gemini API. `headers` replace
+    """The error as an answer: OpenAI's shape ({"error": {"message", "type", "param", "code"}}),
+    or the API's own, which `shape` (its Api row's error_body) makes from it. `headers` replace
     the x-should-retry: false every other error carries."""
     body = error.body()
-    if api == "anthropic":
-        inner = {**body["error"], "type": ANTHROPIC_TYPES.get(error.status, "api_error")}
-        body = {"type": "error", "error": inner}
-    elif api == "gemini":
-        inner = body["error"]
-        google = {
-            "code": error.status,
-            "message": inner["message"],
-            "status": GOOGLE_STATUSES.get(error.status, "UNKNOWN"),
-        }
-        body = {"error": {**google, **({"replay": inner["replay"]} if "replay" in inner else {})}}
+    if shape is not None:
+        body = shape(body, error.status)
     return Response(
         orjson.dumps(body),
         status_code=error.status,

@@ -24,11 +24,18 @@ from proxy.apis.readback import Assembled
 from proxy.replay.conversation import Conversation
 from proxy.replay.splice import Insertion, apply_chat
 from proxy.replay.trajectory import Turn
+from proxy.upstream.dialect import GOOGLE, OPENAI, Dialect
 
 
 @dataclass(frozen=True, slots=True)
 class Api:
-    name: str  # chat | responses | anthropic
+    """One API, whole: everything the proxy knows of it is here or in its module. A new API is a
+    module and a row (tests/wire/apis/test_fifth_api.py shows one)."""
+
+    name: str  # chat | responses | anthropic | gemini: the label in metrics, logs and recordings
+    title: str  # what it is called in the OpenAPI document
+    paths: tuple[str, ...]  # the POST paths it answers (from a script, or forwarded)
+    documented: tuple[str, ...]  # its paths as the OpenAPI document writes them
     history: str  # the body field holding the conversation
     parse: Callable[[Any], Conversation]
     stream: Callable[[Turn, Conversation, dict[str, Any], str], list[bytes]]
@@ -36,8 +43,21 @@ class Api:
     splice: Callable[[list[Any], tuple[Insertion, ...]], list[Any]]
     clean: Callable[[list[Any]], list[Any] | None]  # None: nothing to take out
     read_answer: Callable[[bytes, bool], Assembled]
+    # a recorded request body's conversation as chat messages (None: it has none)
+    to_chat: Callable[[dict[str, Any], str], list[Any] | None]
+    # an OpenAI-shaped error body in this API's shape, by status (None: OpenAI's own)
+    error_body: Callable[[dict[str, Any], int], dict[str, Any]] | None = None
+    error_shape: str = "OpenAI"  # whose error shape, as the OpenAPI document says
+    upstream: Dialect = OPENAI  # how its requests go upstream
+    # paths it answers beyond `paths`, by their form (Gemini's /v1beta/models/{model}:...)
+    serves: Callable[[str], bool] | None = None
+    # other paths that are its own when forwarded: their errors take its shape, and they go
+    # upstream in its dialect (Gemini's /v1beta/models list, :countTokens)
+    claims: Callable[[str], bool] | None = None
     # what the URL says about the request (Gemini: the model and the streaming), if anything
     target: Callable[[Conversation, str, str], None] | None = None
+    # who adds /v1 to a base URL themselves, said when a path comes with /v1 twice
+    adds_v1: str = "this client adds"
 
 
 def created(turn: Turn) -> int:
@@ -61,31 +81,87 @@ def _chat_whole(turn: Turn, conv: Conversation, body: dict[str, Any], key: str) 
     )
 
 
+def _listed(field: str) -> Callable[[dict[str, Any], str], list[Any] | None]:
+    """A recorded request whose conversation is already chat messages, in `field`."""
+
+    def to_chat(body: dict[str, Any], source: str) -> list[Any] | None:
+        value = body.get(field)
+        return list(value) if isinstance(value, list) else None
+
+    return to_chat
+
+
 CHAT = Api(
-    "chat", "messages", chat.parse_chat, _chat_stream, _chat_whole, apply_chat, lambda _: None,
-    lambda raw, stream: chat.read_answer(raw, stream=stream),
-)  # fmt: skip
+    name="chat",
+    title="OpenAI chat completions",
+    paths=("/v1/chat/completions", "/chat/completions"),
+    documented=("/v1/chat/completions",),
+    history="messages",
+    parse=chat.parse_chat,
+    stream=_chat_stream,
+    whole=_chat_whole,
+    splice=apply_chat,
+    clean=lambda _: None,
+    read_answer=lambda raw, stream: chat.read_answer(raw, stream=stream),
+    to_chat=_listed("messages"),
+)
 RESPONSES = Api(
-    "responses", "input", responses.parse_responses,
-    lambda turn, conv, body, key: responses.response_events(
+    name="responses",
+    title="OpenAI Responses API",
+    paths=("/v1/responses", "/responses"),
+    documented=("/v1/responses",),
+    history="input",
+    parse=responses.parse_responses,
+    stream=lambda turn, conv, body, key: responses.response_events(
         turn, body, key=key, created=created(turn)
     ),
-    lambda turn, conv, body, key: responses.response_object(
+    whole=lambda turn, conv, body, key: responses.response_object(
         turn, body, key=key, created=created(turn)
     ),
-    responses.splice, responses.clean, lambda raw, stream: responses.read_answer(raw, stream=stream),
-)  # fmt: skip
+    splice=responses.splice,
+    clean=responses.clean,
+    read_answer=lambda raw, stream: responses.read_answer(raw, stream=stream),
+    to_chat=responses.to_chat,
+)
 ANTHROPIC = Api(
-    "anthropic", "messages", anthropic.parse_anthropic,
-    lambda turn, conv, body, key: anthropic.message_events(turn, body, key=key),
-    lambda turn, conv, body, key: anthropic.message_object(turn, body, key=key),
-    anthropic.splice, anthropic.clean, lambda raw, stream: anthropic.read_answer(raw, stream=stream),
-)  # fmt: skip
+    name="anthropic",
+    title="Anthropic Messages API",
+    paths=("/v1/messages", "/messages"),  # Claude Code adds ?beta=true: the query does not matter
+    documented=("/v1/messages",),
+    history="messages",
+    parse=anthropic.parse_anthropic,
+    stream=lambda turn, conv, body, key: anthropic.message_events(turn, body, key=key),
+    whole=lambda turn, conv, body, key: anthropic.message_object(turn, body, key=key),
+    splice=anthropic.splice,
+    clean=anthropic.clean,
+    read_answer=lambda raw, stream: anthropic.read_answer(raw, stream=stream),
+    to_chat=anthropic.to_chat,
+    error_body=anthropic.error_body,
+    error_shape="Anthropic",
+    adds_v1="the Anthropic SDK and Claude Code add",
+)
 GEMINI = Api(
-    "gemini", "contents", gemini.parse_gemini,
-    lambda turn, conv, body, key: gemini.response_events(turn, conv, body, key),
-    lambda turn, conv, body, key: gemini.response_object(turn, conv, body, key),
-    gemini.splice, lambda _: None, lambda raw, stream: gemini.read_answer(raw, stream=stream),
-    gemini.target,
-)  # fmt: skip
-BY_NAME = {api.name: api for api in (CHAT, RESPONSES, ANTHROPIC, GEMINI)}
+    name="gemini",
+    title="Gemini API",
+    paths=(),
+    documented=(
+        "/v1beta/models/{model}:generateContent",
+        "/v1beta/models/{model}:streamGenerateContent",
+    ),
+    history="contents",
+    parse=gemini.parse_gemini,
+    stream=lambda turn, conv, body, key: gemini.response_events(turn, conv, body, key),
+    whole=lambda turn, conv, body, key: gemini.response_object(turn, conv, body, key),
+    splice=gemini.splice,
+    clean=lambda _: None,
+    read_answer=lambda raw, stream: gemini.read_answer(raw, stream=stream),
+    to_chat=gemini.to_chat,
+    error_body=gemini.error_body,
+    error_shape="Google",
+    upstream=GOOGLE,
+    serves=gemini.is_gemini_path,
+    claims=gemini.claims,
+    target=gemini.target,
+)
+APIS = (CHAT, RESPONSES, ANTHROPIC, GEMINI)
+BY_NAME = {api.name: api for api in APIS}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from typing import Any
 
 import orjson
@@ -29,7 +30,7 @@ from proxy.errors import BadRequest
 from proxy.formats.anthropic import messages_to_chat
 from proxy.replay.content import is_content, text_of
 from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_greeting
-from proxy.replay.ids import derived, wire_id
+from proxy.replay.ids import derived
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
 from proxy.replay.usage import NO_USAGE
@@ -56,6 +57,7 @@ def parse_anthropic(body: Any) -> Conversation:
         isinstance(choice, dict) and choice.get("type") == "none",  # tool_choice_none
         len(messages),  # message_count
     )
+    conv.wire_id = tool_use_id
     system = body.get("system")
     systems = [text_of(system)] if system else []
     for pos, message in enumerate(messages):
@@ -158,7 +160,7 @@ def blocks(turn: Turn, request: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(
             {
                 "type": "tool_use",
-                "id": wire_id("anthropic", call.id),
+                "id": tool_use_id(call.id),
                 "name": call.name,
                 "input": arguments_object(
                     turn, i, "the Anthropic API takes only objects as tool_use input"
@@ -389,3 +391,48 @@ def _piece(piece: Any) -> str:
     if not isinstance(piece, str):
         raise TypeError(f'can only concatenate str (not "{type(piece).__name__}") to str')
     return piece
+
+
+# ---- errors
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    503: "api_error",
+    504: "timeout_error",
+}
+
+
+def error_body(body: dict[str, Any], status: int) -> dict[str, Any]:
+    """An OpenAI-shaped error as Anthropic's clients parse it: {"type": "error", "error": {...}}."""
+    return {"type": "error", "error": {**body["error"], "type": _TYPES.get(status, "api_error")}}
+
+
+# ---- ids
+
+_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")
+
+
+def tool_use_id(recorded: str) -> str:
+    """Anthropic accepts tool_use ids of letters, digits, _ and - only: any other recorded id gets
+    a stable stand-in, and the engine compares what comes back with that same stand-in."""
+    if _ID.fullmatch(recorded):
+        return recorded
+    return "toolu_" + hashlib.sha256(recorded.encode()).hexdigest()[:24]
+
+
+# ---- history
+
+
+def to_chat(body: dict[str, Any], source: str) -> list[Any] | None:
+    """A recorded request's messages and system prompt as chat messages."""
+    if not isinstance(body.get("messages"), list):
+        return None
+    return messages_to_chat(body["messages"], source, system=body.get("system"))[0]

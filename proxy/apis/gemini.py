@@ -29,7 +29,6 @@ from proxy.errors import BadRequest
 from proxy.formats.gemini import Unanswered, contents_to_chat, parts_text, response_text
 from proxy.replay.content import text_of
 from proxy.replay.conversation import NO_ID, Call, Conversation, Reply, Result, fold_greeting
-from proxy.replay.ids import wire_id
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
 from proxy.replay.usage import NO_USAGE
@@ -43,6 +42,16 @@ STREAM = ":streamGenerateContent"
 def is_gemini_path(path: str) -> bool:
     """/v1beta/models/{model}:generateContent and :streamGenerateContent (any version prefix)."""
     return "/models/" in path and path.endswith((GENERATE, STREAM))
+
+
+# the Gemini API's methods on a model (the path ends in one): its version stays in the path
+METHODS = (GENERATE, STREAM, ":countTokens", ":embedContent")
+
+
+def claims(path: str) -> bool:
+    """A Gemini API request, forwarded as one: under /v1beta or /v1alpha, or a method on a model
+    (/v1/models/{model}:countTokens)."""
+    return path.startswith(("/v1beta/", "/v1alpha/")) or path.endswith(METHODS)
 
 
 def target(conv: Conversation, path: str, query: str) -> None:
@@ -141,7 +150,7 @@ def parts(turn: Turn, request: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(
             {
                 "functionCall": {
-                    "id": wire_id("gemini", call.id),
+                    "id": call.id,
                     "name": call.name,
                     "args": arguments_object(
                         turn, i, "the Gemini API takes only objects as functionCall args"
@@ -283,3 +292,44 @@ def read_answer(raw: bytes, *, stream: bool) -> Assembled:
     }
     chat, _ = contents_to_chat([{"role": "model", "parts": merged}], "response")
     return Assembled(chat[0], finish, usage, events, native=native)
+
+
+# ---- errors
+
+_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    413: "INVALID_ARGUMENT",
+    415: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+    508: "INTERNAL",
+}
+
+
+def error_body(body: dict[str, Any], status: int) -> dict[str, Any]:
+    """An OpenAI-shaped error in Google's shape: {"error": {"code", "message", "status"}} (and the
+    proxy's own "replay" details, if any)."""
+    inner = body["error"]
+    google = {
+        "code": status,
+        "message": inner["message"],
+        "status": _STATUSES.get(status, "UNKNOWN"),
+    }
+    return {"error": {**google, **({"replay": inner["replay"]} if "replay" in inner else {})}}
+
+
+# ---- history
+
+
+def to_chat(body: dict[str, Any], source: str) -> list[Any] | None:
+    """A recorded request's contents and system instruction as chat messages."""
+    if not isinstance(body.get("contents"), list):
+        return None
+    return contents_to_chat(body["contents"], source, system=body.get("systemInstruction"))[0]

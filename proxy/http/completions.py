@@ -231,7 +231,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         if call.tap is not None:
             await call.tap.error(error)
         # answered here, not raised: front.answer_error would count it a second time, as an error
-        return error_response(error, api=call.api.name)
+        return error_response(error, shape=call.api.error_body)
     if isinstance(decision, Scripted | Stop):
         if fault is not None and fault.kind.status is not None and isinstance(decision, Scripted):
             label = f"{decision.turn.number}/{decision.total}"
@@ -306,12 +306,11 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
             api=call.api.name,
             started=call.started,
             values=call.values if call.runtime.upstream.target is not None else None,
+            dialect=call.api.upstream,
         )
     except ProxyError as error:
         # the status says it was not answered
         await call.runtime.sessions.record_error(call.session, call.lane, error.message)
-        if tap is not None:
-            await tap.error(error)
         raise
     call.done("upstream", reason, response.status_code)
     return response
@@ -426,7 +425,7 @@ async def _fault_error(call: InFlight, fault: Fault, label: str) -> Response:
     ]
     _injected(call, fault, label)
     where = f"turn {label} of session {call.session}"
-    response, error = fault_error(fault, api=call.api.name, where=where, headers=headers)
+    response, error = fault_error(fault, api=call.api, where=where, headers=headers)
     call.done("fault", label, error.status)
     if call.tap is not None:
         await call.tap.error(error, "fault")

@@ -20,6 +20,7 @@ from sse_starlette import EventSourceResponse
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from proxy.apis import Api
 from proxy.errors import InjectedFault, error_response
 from proxy.http.answers import OnComplete, rendered
 from proxy.replay.faults import Fault, Kind
@@ -32,9 +33,10 @@ WHAT = {
 
 
 def fault_error(
-    fault: Fault, *, api: str, where: str, headers: list[tuple[bytes, bytes]]
+    fault: Fault, *, api: Api, where: str, headers: list[tuple[bytes, bytes]]
 ) -> tuple[Response, InjectedFault]:
-    """429, 500 or 503 as the real API answers it, with retry-after and no x-should-retry."""
+    """An error kind (faults.ERRORS) as the real API answers it, with retry-after and no
+    x-should-retry."""
     status = fault.kind.status
     assert status is not None
     error = InjectedFault(
@@ -44,7 +46,9 @@ def fault_error(
         fault=fault.label,
     )
     own = {k.decode(): v.decode() for k, v in headers}
-    return error_response(error, api=api, headers={**own, **fault.retry_headers()}), error
+    return error_response(
+        error, shape=api.error_body, headers={**own, **fault.retry_headers()}
+    ), error
 
 
 def faulted(

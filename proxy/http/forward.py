@@ -12,19 +12,21 @@ import time
 import orjson
 from starlette.responses import Response
 
-from proxy.errors import ProxyError
+from proxy.apis import Api
 from proxy.http import relay
 from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
 from proxy.nesting import too_deep
 from proxy.replay.conversation import session_header
 from proxy.runtime import Runtime
+from proxy.upstream.dialect import OPENAI
 
 LANE = "other"
 NO_SESSION = "unsessioned"
 
 
-async def forward(request: Incoming, runtime: Runtime) -> Response:
+async def forward(request: Incoming, runtime: Runtime, *, api: Api | None) -> Response:
+    """`api`: the API that claims the path (its dialect upstream), if any."""
     started = time.perf_counter()
     session = (
         request.session
@@ -51,19 +53,22 @@ async def forward(request: Incoming, runtime: Runtime) -> Response:
         source = "upstream"
         if tap is not None:
             tap.exchange.source = source
-        try:
-            values = None
-            if runtime.upstream.target is not None:  # an upstream per session
-                values = {"session": session, "trajectory": request.trajectory or ""}
-                if tap is not None:
-                    tap.exchange.upstream = runtime.upstream.where(values)
-            response = await relay.forward(
-                runtime, request, request.body, [], tap, api=LANE, started=started, values=values
-            )
-        except ProxyError as error:
+        values = None
+        if runtime.upstream.target is not None:  # an upstream per session
+            values = {"session": session, "trajectory": request.trajectory or ""}
             if tap is not None:
-                await tap.error(error)
-            raise
+                tap.exchange.upstream = runtime.upstream.where(values)
+        response = await relay.forward(
+            runtime,
+            request,
+            request.body,
+            [],
+            tap,
+            api=LANE,
+            started=started,
+            values=values,
+            dialect=api.upstream if api is not None else OPENAI,
+        )
     turn = f"{request.method} {request.path}"
     runtime.answered(LANE, session, LANE, source, turn, response.status_code, started)
     return response

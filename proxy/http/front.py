@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
 import redis.exceptions
@@ -20,8 +20,7 @@ from fastapi import FastAPI
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from proxy.apis import ANTHROPIC, CHAT, GEMINI, RESPONSES
-from proxy.apis.gemini import is_gemini_path
+from proxy.apis import APIS, Api
 from proxy.errors import LoopDetected, NotFound, ProxyError, StoreUnavailable, error_response
 from proxy.http import completions, forward
 from proxy.http.incoming import Headers, Incoming, receive_request
@@ -37,31 +36,28 @@ STORE_ERRORS = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
 )
-OTHER = "other"  # the api label of everything that is not one of the four completion APIs
-# path -> (handler, api label); the label also picks the error shape, never the path's suffix
-_CHAT = partial(completions.serve, api=CHAT)
-_RESPONSES = partial(completions.serve, api=RESPONSES)
-_MESSAGES = partial(completions.serve, api=ANTHROPIC)
-_GEMINI = partial(completions.serve, api=GEMINI)
-# forwarded upstream as they come: the OpenAI and Anthropic /v1 APIs, and Gemini's versions
-FORWARDED = ("/v1/", "/v1beta/", "/v1alpha/")
+OTHER = "other"  # the api label of everything that is not one of the completion APIs
+Route = tuple[Handler, Api | None]  # the handler, and the API whose shape its errors take
 DOUBLED = "/v1/v1/"
-ROUTES: dict[str, tuple[Handler, str]] = {
-    "/v1/chat/completions": (_CHAT, CHAT.name),
-    "/chat/completions": (_CHAT, CHAT.name),
-    "/v1/responses": (_RESPONSES, RESPONSES.name),
-    "/responses": (_RESPONSES, RESPONSES.name),
-    # Claude Code adds ?beta=true: the query does not matter
-    "/v1/messages": (_MESSAGES, ANTHROPIC.name),
-    "/messages": (_MESSAGES, ANTHROPIC.name),
-}
 
 
 class Front:
-    def __init__(self, api: FastAPI, runtime: Runtime) -> None:
+    def __init__(self, api: FastAPI, runtime: Runtime, apis: Sequence[Api] = APIS) -> None:
         self.api = api
         self.runtime = runtime
         self.state = api.state  # so that app.state.runtime works on the front as on FastAPI
+        # from the Api table: each API's paths answered here, by name or by form, and the
+        # forwarded paths it claims; everything else under /v1/ is forwarded as "other"
+        self.routes: dict[str, Route] = {
+            path: (partial(completions.serve, api=a), a) for a in apis for path in a.paths
+        }
+        self.served = tuple(
+            (a.serves, (partial(completions.serve, api=a), a)) for a in apis if a.serves
+        )
+        self.claimed = tuple(
+            (a.claims, (partial(forward.forward, api=a), a)) for a in apis if a.claims
+        )
+        self.other: Route = (partial(forward.forward, api=None), None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -69,23 +65,19 @@ class Front:
             return
         path = scope["path"]
         if path.startswith(PREFIX):
-            scope, refused = _unprefixed(scope)
+            scope, refused = self._unprefixed(scope)
             if refused is not None:
                 await answer_error(self.runtime, path, refused)(scope, receive, send)
                 return
             path = scope["path"]
-        route = ROUTES.get(path) if scope["method"] == "POST" else None
-        if route is None and scope["method"] == "POST" and is_gemini_path(path):
-            route = (_GEMINI, GEMINI.name)  # /v1beta/models/{model}:generateContent and stream
+        route = self.route(path, scope["method"])
         if route is None and path.startswith(DOUBLED):
-            refused, shape = _doubled(path)
-            await answer_error(self.runtime, path, refused, api=shape)(scope, receive, send)
+            refused, meant = self._doubled(path)
+            await answer_error(self.runtime, path, refused, api=meant)(scope, receive, send)
             return
         if route is None:
-            if not path.startswith(FORWARDED):
-                await self.api(scope, receive, send)
-                return
-            route = (forward.forward, OTHER if path.startswith("/v1/") else GEMINI.name)
+            await self.api(scope, receive, send)
+            return
         handler, api = route
         runtime = self.runtime
         # one coroutine for the hot paths: each level of await costs on every request
@@ -108,35 +100,49 @@ class Front:
             )
         await response(scope, receive, send)
 
+    def route(self, path: str, method: str) -> Route | None:
+        """Whose path this is: an API's answered path (POST), a forwarded path (/v1/..., or one an
+        API claims), or None (/v1/v1/..., and the admin API and pages, in FastAPI)."""
+        if method == "POST":
+            route = self.routes.get(path)
+            if route is not None:
+                return route
+            for serves, route in self.served:
+                if serves(path):
+                    return route
+        if path.startswith(DOUBLED):
+            return None  # answered by _doubled, not forwarded
+        for claims, route in self.claimed:
+            if claims(path):
+                return route
+        return self.other if path.startswith("/v1/") else None
 
-def _unprefixed(scope: Scope) -> tuple[Scope, ProxyError | None]:
-    """The scope without its /s/{session}/ prefix, which it keeps as "replay.named"; or why the
-    prefix is refused (a bad name, or a path after it that is not an API's)."""
-    try:
-        named = split(scope["path"], scope.get("raw_path") or scope["path"].encode())
-    except ProxyError as error:
-        return scope, error
-    path = named.path
-    if not path.startswith(FORWARDED) and path not in ROUTES:
-        return scope, NotFound(
-            f"{path}: not an API path; under /s/{{session}}/ the proxy serves the APIs only, "
-            "not its own pages (/replay/..., /healthz)"
+    def _unprefixed(self, scope: Scope) -> tuple[Scope, ProxyError | None]:
+        """The scope without its /s/{session}/ prefix, which it keeps as "replay.named"; or why
+        the prefix is refused (a bad name, or a path after it that is not an API's)."""
+        try:
+            named = split(scope["path"], scope.get("raw_path") or scope["path"].encode())
+        except ProxyError as error:
+            return scope, error
+        path = named.path
+        if self.route(path, "POST") is None and not path.startswith(DOUBLED):
+            return scope, NotFound(
+                f"{path}: not an API path; under /s/{{session}}/ the proxy serves the APIs only, "
+                "not its own pages (/replay/..., /healthz)"
+            )
+        return {**scope, "path": path, "raw_path": named.raw_path, "replay.named": named}, None
+
+    def _doubled(self, path: str) -> tuple[NotFound, Api | None]:
+        """/v1/v1/...: a base URL that ends in /v1 given to a client that adds /v1 itself (the
+        Anthropic SDK, Claude Code). Said plainly, not forwarded as a path no upstream serves; in
+        the shape of the API it meant."""
+        meant = self.routes.get(path.removeprefix("/v1"), self.other)[1]
+        adds = meant.adds_v1 if meant is not None else "this client adds"
+        error = NotFound(
+            f"{path}: /v1 twice: {adds} /v1 to the base URL themselves; give it the proxy's root "
+            "(http://HOST:PORT, no /v1)"
         )
-    return {**scope, "path": path, "raw_path": named.raw_path, "replay.named": named}, None
-
-
-def _doubled(path: str) -> tuple[NotFound, str]:
-    """/v1/v1/...: a base URL that ends in /v1 given to a client that adds /v1 itself (the
-    Anthropic SDK, Claude Code). Said plainly, not forwarded as a path no upstream serves; in the
-    shape of the API it meant."""
-    meant = path.removeprefix("/v1")
-    api = ROUTES[meant][1] if meant in ROUTES else OTHER
-    adds = "the Anthropic SDK and Claude Code add" if api == ANTHROPIC.name else "this client adds"
-    error = NotFound(
-        f"{path}: /v1 twice: {adds} /v1 to the base URL themselves; give it the proxy's root "
-        "(http://HOST:PORT, no /v1)"
-    )
-    return error, api
+        return error, meant
 
 
 def _loop(runtime: Runtime) -> LoopDetected:
@@ -156,9 +162,11 @@ def unexpected(exc: Exception, method: str, path: str) -> ProxyError:
     return ProxyError(f"internal error in the replay proxy: {type(exc).__name__}")
 
 
-def answer_error(runtime: Runtime, path: str, error: ProxyError, *, api: str = OTHER) -> Response:
-    """The one place an error the proxy made becomes an answer (and a count); Anthropic-shaped
-    on the Messages API, whose clients parse that form."""
+def answer_error(
+    runtime: Runtime, path: str, error: ProxyError, *, api: Api | None = None
+) -> Response:
+    """The one place an error the proxy made becomes an answer (and a count): in the shape of the
+    API the path is (its clients parse that form), else OpenAI's."""
     # every answer the proxy makes itself is in its log, with why (a harness often drops the body)
     log.log(
         logging.WARNING if error.status >= 500 else logging.INFO,
@@ -168,5 +176,5 @@ def answer_error(runtime: Runtime, path: str, error: ProxyError, *, api: str = O
         error.code,
         error.message[:500],
     )
-    runtime.metrics.answered(api, "-", "error", error.status)
-    return error_response(error, api=api)
+    runtime.metrics.answered(api.name if api else OTHER, "-", "error", error.status)
+    return error_response(error, shape=api.error_body if api else None)

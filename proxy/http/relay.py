@@ -7,11 +7,13 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from proxy.errors import ProxyError
 from proxy.http.incoming import Incoming
 from proxy.recording.recorder import Exchange
 from proxy.recording.tap import Tap, client_secrets
 from proxy.runtime import Runtime
 from proxy.upstream import Captured, PassThrough
+from proxy.upstream.dialect import OPENAI, Dialect
 
 
 def tap(
@@ -60,9 +62,10 @@ async def forward(
     api: str,
     started: float,
     values: Mapping[str, str] | None = None,
+    dialect: Dialect = OPENAI,
 ) -> PassThrough:
     """The request upstream, its answer passed on as it arrives; `values`: {session} and
-    {trajectory}, for an upstream per session."""
+    {trajectory}, for an upstream per session; `dialect`: its API's way upstream."""
     metrics = runtime.metrics
 
     async def done(captured: Captured) -> None:
@@ -71,15 +74,21 @@ async def forward(
         if tap is not None:
             await tap.forwarded(captured)
 
-    response = await runtime.upstream.send(
-        request.method,
-        request.raw_path,
-        request.query,
-        request.raw_headers,
-        body,
-        on_complete=done,
-        keep_body=tap is not None,
-        values=values,
-    )
+    try:
+        response = await runtime.upstream.send(
+            request.method,
+            request.raw_path,
+            request.query,
+            request.raw_headers,
+            body,
+            on_complete=done,
+            keep_body=tap is not None,
+            values=values,
+            dialect=dialect,
+        )
+    except ProxyError as error:  # not answered: what was recorded or dumped says why
+        if tap is not None:
+            await tap.error(error)
+        raise
     response.raw_headers.extend(headers)
     return response

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left, bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from proxy.errors import BadRequest
 from proxy.names import is_valid_name
+from proxy.replay.ids import as_recorded
 
 NOOP_TOOL = "_noop"  # compaction calls carry this stub tool: it counts as no tools
 # the id of a call sent without one (the Gemini API does not require ids), followed by its place:
@@ -94,6 +95,8 @@ class Conversation:
     results: list[Result] = field(default_factory=list)
     users: dict[int, str] = field(default_factory=dict)  # position -> text, in position order
     array: bool = False  # Gemini's streamGenerateContent without alt=sse: chunks as a JSON array
+    # the id the client is shown for a recorded call id: its API's rule (Anthropic's takes fewer)
+    wire_id: Callable[[str], str] = as_recorded
     # the positions of `users` in order, made on the first users_between (the parser is done by
     # then): the follow-ups and the splice of one request each look at many ranges of them
     _user_positions: list[int] | None = field(default=None, init=False, repr=False, compare=False)

@@ -17,7 +17,7 @@ first K turns as its script: from there it goes live.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -34,7 +34,6 @@ from proxy.replay.difference import (
     first_mismatch,
     render,
 )
-from proxy.replay.ids import wire_id
 from proxy.replay.normalize import normalize, prompt, squash
 from proxy.replay.presets import Preset
 from proxy.replay.splice import Insertion, plan_splice
@@ -271,7 +270,7 @@ def match_history(
             and r + 1 < len(replies)
             and replies[r + 1].calls
             and not replies[r + 1].text.strip()
-            and replies[r + 1].calls[0].id == wire_id(conv.api, turn.tool_calls[len(calls)].id)
+            and replies[r + 1].calls[0].id == conv.wire_id(turn.tool_calls[len(calls)].id)
         ):
             r += 1
             calls.extend(replies[r].calls)
@@ -279,7 +278,7 @@ def match_history(
             reply = Reply(
                 reply.position, reply.path, reply.text, calls, reply.calls_path, replies[r].end
             )
-        difference = _compare(reply, turn, conv.api)
+        difference = _compare(reply, turn, conv.wire_id)
         if difference is not None:
             reason = f"the history's assistant message {i + 1} is not scripted turn {i + 1}"
             return i, Divergence(i + 1, reason, difference), out
@@ -301,18 +300,18 @@ def observe(
     if held == 0 or not conv.results:
         return NOTHING_SEEN
     results = {r.call_id: r for r in conv.results}
-    api = conv.api
-    if api == "gemini":  # an id-less call's result holds the call's stand-in id
+    wire_id = conv.wire_id
+    if any(k.startswith(NO_ID) for k in results):  # an id-less call's result holds its stand-in
         for reply, turn in zip(conv.replies, script.turns[:held], strict=False):
             for got, call in zip(reply.calls, turn.tool_calls, strict=False):
                 if got.id.startswith(NO_ID) and got.id in results:
-                    results[wire_id(api, call.id)] = results[got.id]
+                    results[wire_id(call.id)] = results[got.id]
     returned = tuple(
-        c.id for t in script.turns[:held] for c in t.tool_calls if wire_id(api, c.id) in results
+        c.id for t in script.turns[:held] for c in t.tool_calls if wire_id(c.id) in results
     )
     newest = script.turns[held - 1]
     for call in newest.tool_calls:
-        result = results.get(wire_id(api, call.id))
+        result = results.get(wire_id(call.id))
         recorded = script.tool_outputs.get(call.id)
         if result is None or recorded is None:
             continue
@@ -392,7 +391,7 @@ def _strict_step(
     )
 
 
-def _compare(reply: Reply, turn: Turn, api: str) -> Difference | None:
+def _compare(reply: Reply, turn: Turn, wire_id: Callable[[str], str]) -> Difference | None:
     if turn.final:
         if reply.calls:
             ids = [c.id for c in reply.calls]
@@ -408,11 +407,11 @@ def _compare(reply: Reply, turn: Turn, api: str) -> Difference | None:
         if j >= len(reply.calls):
             return Difference(
                 path_of((*reply.calls_path, j)),
-                f'tool call "{wire_id(api, call.id)}" ({call.name})',
+                f'tool call "{wire_id(call.id)}" ({call.name})',
                 "nothing (the call is missing)",
             )
         got_call = reply.calls[j]
-        expected = wire_id(api, call.id)
+        expected = wire_id(call.id)
         # the Gemini API does not require call ids: an id-less call is matched by its name
         if got_call.id != expected and not got_call.id.startswith(NO_ID):
             return Difference(path_of(got_call.id_path), render(expected), render(got_call.id))

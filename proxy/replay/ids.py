@@ -1,21 +1,17 @@
-"""Ids the proxy shows clients: tool-call ids as each API needs them, and deterministic item ids.
+"""Ids the proxy shows clients: recorded tool-call ids, and deterministic item ids.
 
 A recorded tool-call id is served exactly, so the harness echoes it back and the turn is found
-again. Anthropic accepts tool_use ids of letters, digits, _ and - only; any other recorded id gets a
-stable stand-in there, and the engine compares what comes back with that same stand-in.
+again. An API that cannot take every recorded id (Anthropic's) gives its parser a rule of its own
+(Conversation.wire_id), and the engine compares what comes back with what that rule made.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-
-_ANTHROPIC_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")
 
 
-def wire_id(api: str, call_id: str) -> str:
-    if api == "anthropic" and not _ANTHROPIC_ID.fullmatch(call_id):
-        return "toolu_" + hashlib.sha256(call_id.encode()).hexdigest()[:24]
+def as_recorded(call_id: str) -> str:
+    """The id a client is shown for a recorded call: the recorded one, where the API takes it."""
     return call_id
 
 

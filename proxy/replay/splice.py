@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from proxy.replay.content import text_of
 from proxy.replay.conversation import NO_ID
-from proxy.replay.ids import wire_id
 from proxy.replay.trajectory import UserMessage
 
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ def plan_splice(
             _add(plan, conv, at, turn.users_before, start, at)
     if held == len(script.turns) and held > 0 and script.trailing_users:
         last = replies[held - 1]
-        ids = {wire_id(conv.api, c.id) for c in script.turns[-1].tool_calls}
+        ids = {conv.wire_id(c.id) for c in script.turns[-1].tool_calls}
         results = {
             r.position for r in conv.results if r.call_id in ids or r.call_id.startswith(NO_ID)
         }

@@ -1,6 +1,7 @@
 """Forwarding to the real LLM: what is not answered from a script goes upstream as it came.
 
     client.py       Upstream: the target URL, one send per request, failures in words
+    dialect.py      how an API's requests go: path under the base URL, where the key travels
     headers.py      what crosses in each direction (hop-by-hop headers and Expect stay here)
     passthrough.py  PassThrough: the answer sent on as it arrives; a bounded copy to record
     pool.py         aiohttp's connection pool, TLS trust and forward proxy from the environment

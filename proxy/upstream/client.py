@@ -25,21 +25,13 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
+from proxy.upstream.dialect import OPENAI, Dialect
 from proxy.upstream.headers import request_headers, swap_query_key, via
 from proxy.upstream.passthrough import OnComplete, PassThrough
 from proxy.upstream.pool import Pool, display, forward_proxy, open_session
 from proxy.upstream.template import Target, fields, parse_header
 
 READ_WHOLE = 1024 * 1024  # a sized answer up to this is read whole before it is passed on
-
-
-# the Gemini API's methods on a model (the path ends in one): its version stays in the path
-GEMINI_METHODS = (":generateContent", ":streamGenerateContent", ":countTokens", ":embedContent")
-
-
-def is_gemini(raw_path: str) -> bool:
-    """A Gemini API request: under /v1beta or /v1alpha, or a method on a model."""
-    return raw_path.startswith(("/v1beta/", "/v1alpha/")) or raw_path.endswith(GEMINI_METHODS)
 
 
 class Upstream:
@@ -94,11 +86,16 @@ class Upstream:
         path, query = self.target.base(values)
         return self._origin + path + (f"?{query}" if query else "")
 
-    def url(self, raw_path: str, query: str, values: Mapping[str, str] | None = None) -> URL:
+    def url(
+        self,
+        raw_path: str,
+        query: str,
+        values: Mapping[str, str] | None = None,
+        dialect: Dialect = OPENAI,
+    ) -> URL:
         """/v1/chat/completions -> {base path}/chat/completions: the base URL already ends in /v1.
-        Gemini's requests (/v1beta/..., /v1alpha/..., and /v1/models/{model}:generateContent and
-        the like) keep their version and go under the base URL's root: a base path ending in /v1
-        (an upstream that serves both, as a LiteLLM proxy does) loses that /v1."""
+        A dialect that keeps the version (Gemini's /v1beta/..., /v1alpha/...) goes under the base
+        URL's root: a base path ending in /v1 loses that /v1."""
         if self.base_url is None:
             raise NoUpstream(
                 "this proxy has no upstream configured (--upstream), so a request that is not "
@@ -109,7 +106,7 @@ class Upstream:
             prefix, base_query = self.target.base(values or {})
             if base_query:
                 query = f"{base_query}&{query}" if query else base_query
-        if is_gemini(raw_path):
+        if dialect.keeps_version:
             prefix = prefix.removesuffix("/v1")
             rest = raw_path
         else:
@@ -138,14 +135,16 @@ class Upstream:
         on_complete: OnComplete | None = None,
         keep_body: bool = False,
         values: Mapping[str, str] | None = None,
+        dialect: Dialect = OPENAI,
     ) -> PassThrough:
-        """`values`: the session's {session} and {trajectory}, for a per-session upstream."""
-        gemini = is_gemini(raw_path)
+        """`values`: the session's {session} and {trajectory}, for a per-session upstream;
+        `dialect`: the API's way with paths and keys."""
+        gemini = dialect.google_key
         in_query = False
         if self._api_key is not None and gemini:
             swapped = swap_query_key(query, self._api_key)
             in_query, query = swapped != query, swapped
-        url = self.url(raw_path, query, values)
+        url = self.url(raw_path, query, values, dialect)
         forwarded = request_headers(
             headers,
             api_key=self._api_key,
