@@ -27,6 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     from proxy import __version__
     from proxy.config import DEFAULT_SESSION_HEADERS, DEFAULT_SUBAGENT_HEADERS
     from proxy.replay.engine import AfterScript, DivergencePolicy, FailOn, Mode, ObservationPolicy
+    from proxy.replay.faults import ERRORS, SHAPES, listed
 
     parser = argparse.ArgumentParser(
         prog="replay-proxy",
@@ -129,9 +130,9 @@ def _parser() -> argparse.ArgumentParser:
         "--fault",
         metavar="TURN:KIND[:SECONDS]",
         action="append",
-        help="inject a fault at a scripted turn of every session: KIND is 429, 500, 503 (an "
-        "error SDKs retry; SECONDS: its retry-after, default 1), drop, stall:SECONDS or "
-        "delay:SECONDS (repeatable; docs/resilience.md)",
+        help=f"inject a fault at a scripted turn of every session: KIND is {', '.join(ERRORS)} "
+        "(an error SDKs retry; SECONDS: its retry-after, default 1), "
+        f"{listed([kind.spec for kind in SHAPES])} (repeatable; docs/resilience.md)",
     )
     serve.add_argument("--record-dir", metavar="DIR", type=Path, help="record every exchange here")
     serve.add_argument("--dump-dir", metavar="DIR", type=Path, help="dump live completions here")

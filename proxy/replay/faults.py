@@ -42,6 +42,28 @@ class Kind(StrEnum):
         """The HTTP status of an error kind; None for the kinds that shape the answer."""
         return int(self.value) if self.value.isdigit() else None
 
+    @property
+    def timed(self) -> bool:
+        """Whether the kind needs seconds (how long): stall and delay."""
+        return self in (Kind.STALL, Kind.DELAY)
+
+    @property
+    def spec(self) -> str:
+        """As `--fault` takes it, after the turn: 429, drop, stall:SECONDS."""
+        return f"{self.value}:SECONDS" if self.timed else self.value
+
+
+ERRORS = tuple(kind for kind in Kind if kind.status is not None)
+"""The kinds that answer an error instead of the turn: 429, 500, 503."""
+SHAPES = tuple(kind for kind in Kind if kind.status is None)
+"""The kinds that shape the answer: drop, stall, delay."""
+
+
+def listed(words: Sequence[str]) -> str:
+    """ "a, b or c", as help texts name the kinds."""
+    *rest, last = words
+    return f"{', '.join(rest)} or {last}" if rest else last
+
 
 class Fault(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -53,7 +75,7 @@ class Fault(BaseModel):
 
     @model_validator(mode="after")
     def _seconds_fit_the_kind(self) -> Fault:
-        if self.kind in (Kind.STALL, Kind.DELAY) and self.seconds is None:
+        if self.kind.timed and self.seconds is None:
             raise ValueError(
                 f"{self.kind.value} needs seconds (how long), e.g. {self.kind.value}:5"
             )
@@ -71,7 +93,7 @@ class Fault(BaseModel):
     @property
     def serves(self) -> bool:
         """Whether the request still gets its turn whole (late or slow), or not at all."""
-        return self.kind in (Kind.STALL, Kind.DELAY)
+        return self.kind.timed
 
     @property
     def retry_after(self) -> float:
@@ -100,8 +122,8 @@ def parse_flag(spec: str) -> Fault:
     parts = spec.strip().split(":")
     if len(parts) not in (2, 3) or not parts[0].strip().isdigit():
         raise FaultError(
-            f"{spec!r}: expected TURN:KIND[:SECONDS] (KIND one of 429, 500, 503, drop, "
-            "stall, delay), e.g. 3:429 or 5:stall:10"
+            f"{spec!r}: expected TURN:KIND[:SECONDS] (KIND one of {', '.join(Kind)}), "
+            "e.g. 3:429 or 5:stall:10"
         )
     data: dict[str, Any] = {"turn": int(parts[0]), "kind": parts[1].strip()}
     if len(parts) == 3:
