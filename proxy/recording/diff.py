@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.apis.chat import read_answer
+from proxy.replay.conversation import Lane
 from proxy.replay.difference import Difference, first_difference
 from proxy.replay.normalize import normalize
 from proxy.replay.presets import BY_NAME, Preset, recognise
 from proxy.replay.trajectory import Recorded, Trajectory
 from proxy.replay.volatile import CHANGED_VERDICT, VOLATILE, Verdict, judge
 
-LANES = ("main", "toolless", "subagent", "other")
+LANES = tuple(lane.value for lane in Lane)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,7 @@ def steps(t: Trajectory) -> dict[str, list[Step]]:
             "results": [t.tool_outputs.get(c.id) for c in turn.tool_calls],
             "users_before": [u.content for u in turn.users_before],
         }
-        lanes["main"].append(Step(turn.recorded.request if turn.recorded else None, answer))
+        lanes[Lane.MAIN].append(Step(turn.recorded.request if turn.recorded else None, answer))
     for r in t.side:
         lanes.setdefault(r.lane, []).append(Step(r.request, _answer(r)))
     return lanes

@@ -28,7 +28,7 @@ REDACTED = "[redacted]"
 @dataclass(slots=True)
 class Exchange:
     session: str
-    lane: str  # main | toolless | subagent | other
+    lane: str  # a Lane (proxy.replay.conversation)
     api: str  # chat | other
     method: str
     path: str

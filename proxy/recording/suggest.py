@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from proxy.recording.diff import compared, preset_of
+from proxy.replay.conversation import Lane
 from proxy.replay.difference import first_mismatch, leaves, render, written
 from proxy.replay.normalize import KEEP, mask_text
 from proxy.replay.presets import Preset
@@ -67,7 +68,7 @@ def suggest(
         for trail, p, q in leaves(x, y):
             differences += 1
             place = f"lane {lane}, step {step}, {what}: {written('', trail) or '$'}"
-            if what == "the answer" and (lane != "main" or trail[:1] in MODEL_PARTS):
+            if what == "the answer" and (lane != Lane.MAIN or trail[:1] in MODEL_PARTS):
                 beyond.append(f"{place}: the model's answer differs ({render(p)} / {render(q)})")
                 continue
             if not (isinstance(p, str) and isinstance(q, str)):

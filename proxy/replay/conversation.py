@@ -27,6 +27,11 @@ class Lane(StrEnum):
     MAIN = "main"  # the agent loop: tool-bearing calls of a top-level session
     TOOLLESS = "toolless"  # title, summary, compaction, commit-message side calls
     SUBAGENT = "subagent"  # calls that carry the subagent (parent session) header
+    OTHER = "other"  # the other endpoints (proxy.http.forward): not a conversation
+
+
+CONVERSATION_LANES = tuple(lane for lane in Lane if lane is not Lane.OTHER)
+"""The lanes a completion request can be in (Conversation.lane)."""
 
 
 Where = tuple[str | int, ...]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from proxy.replay.conversation import Lane
+from proxy.replay.conversation import CONVERSATION_LANES
 from proxy.replay.faults import Fault
 from proxy.replay.trajectory import Trajectory
 from proxy.store.state import SessionState
@@ -105,7 +105,9 @@ def report(
         "live_reason": state.live_reason,
         "live_upstream": state.upstream,
         "live_after_turn": state.live_after_turn,
-        "forwarded": {lane.value: state.forwarded.get(lane.value, 0) for lane in Lane},
+        "forwarded": {
+            lane.value: state.forwarded.get(lane.value, 0) for lane in CONVERSATION_LANES
+        },
         "errors": state.errors,
         "created": iso(state.created),
         "last_seen": iso(state.last_seen),
