@@ -86,7 +86,7 @@ COMPLETION = {
 }
 
 
-async def test_a_forwarded_answer_is_read_back_and_recorded_without_the_key(
+async def test_a_forwarded_answer_is_recorded_without_the_key(
     recorder: Recorder,
 ) -> None:
     captured = Captured(status=200, content_type="application/json", limit=1 << 20)
@@ -95,8 +95,9 @@ async def test_a_forwarded_answer_is_read_back_and_recorded_without_the_key(
     await tap(recorder).forwarded(captured)
     text, [line] = written(recorder)
     assert CLIENT_KEY not in text
-    assert (line["status"], line["stream"], line["finish_reason"]) == (200, False, "stop")
-    assert line["message"]["content"] == f"you sent {REDACTED}"
+    assert (line["status"], line["stream"]) == (200, False)
+    # the answer as the upstream sent it (reading it back as a message is each API's own)
+    assert line["response"]["choices"][0]["message"]["content"] == f"you sent {REDACTED}"
     assert line["response"]["id"] == "chatcmpl-1"
 
 
