@@ -105,7 +105,7 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
             request,
             session=session,
             lane=lane,
-            api=api.name,
+            api=api,
             body=body,
             stream=conv.stream,
             perf_start=started,

@@ -16,6 +16,7 @@ from proxy.apis import Api
 from proxy.http import relay
 from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
+from proxy.http.relay import OTHER
 from proxy.nesting import too_deep
 from proxy.replay.conversation import session_header
 from proxy.runtime import Runtime
@@ -41,7 +42,7 @@ async def forward(request: Incoming, runtime: Runtime, *, api: Api | None) -> Re
         request,
         session=session,
         lane=LANE,
-        api=LANE,
+        api=None,
         body=body,
         stream=False,
         perf_start=started,
@@ -64,13 +65,13 @@ async def forward(request: Incoming, runtime: Runtime, *, api: Api | None) -> Re
             request.body,
             [],
             tap,
-            api=LANE,
+            api=OTHER,
             started=started,
             values=values,
             dialect=api.upstream if api is not None else OPENAI,
         )
     turn = f"{request.method} {request.path}"
-    runtime.answered(LANE, session, LANE, source, turn, response.status_code, started)
+    runtime.answered(OTHER, session, LANE, source, turn, response.status_code, started)
     return response
 
 

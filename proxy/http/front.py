@@ -25,6 +25,7 @@ from proxy.errors import LoopDetected, NotFound, ProxyError, StoreUnavailable, e
 from proxy.http import completions, forward
 from proxy.http.incoming import Headers, Incoming, receive_request
 from proxy.http.prefix import PREFIX, split
+from proxy.http.relay import OTHER
 from proxy.runtime import Runtime
 from proxy.upstream.headers import came_back
 
@@ -36,7 +37,6 @@ STORE_ERRORS = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
 )
-OTHER = "other"  # the api label of everything that is not one of the completion APIs
 Route = tuple[Handler, Api | None]  # the handler, and the API whose shape its errors take
 DOUBLED = "/v1/v1/"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from proxy.apis import Api
 from proxy.errors import ProxyError
 from proxy.http.incoming import Incoming
 from proxy.recording.recorder import Exchange
@@ -15,6 +16,8 @@ from proxy.runtime import Runtime
 from proxy.upstream import Captured, PassThrough
 from proxy.upstream.dialect import OPENAI, Dialect
 
+OTHER = "other"  # the api label of a request of no completion API
+
 
 def tap(
     runtime: Runtime,
@@ -22,7 +25,7 @@ def tap(
     *,
     session: str,
     lane: str,
-    api: str,
+    api: Api | None,
     body: object,
     stream: bool,
     perf_start: float,
@@ -35,7 +38,7 @@ def tap(
     exchange = Exchange(
         session=session,
         lane=lane,
-        api=api,
+        api=api.name if api is not None else OTHER,
         method=incoming.method,
         path=incoming.path,
         source="",
@@ -49,6 +52,7 @@ def tap(
         dumper=dumper,
         secrets=client_secrets(incoming.headers, incoming.query),
         perf_start=perf_start,
+        reader=api.read_answer if api is not None else None,
     )
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
-from proxy.apis import BY_NAME
-from proxy.apis.readback import sse_events
+from proxy.apis.readback import Assembled, sse_events
 from proxy.errors import ProxyError
 from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Exchange, Recorder
@@ -26,6 +25,7 @@ from proxy.upstream.headers import query_key
 
 log = logging.getLogger("proxy.recording.tap")
 
+Reader = Callable[[bytes, bool], Assembled]  # an Api's read_answer
 OFF_LOOP = 256 * 1024  # an answer larger than this is read back in a thread
 
 _CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
@@ -55,8 +55,12 @@ class Tap:
         dumper: Dumper | None,
         secrets: tuple[str, ...],
         perf_start: float,
+        reader: Reader | None = None,
     ) -> None:
+        """`reader`: the API's read_answer (its Api row's), which reads an answer back into a
+        message; None for a request of no completion API (forwarded as "other")."""
         self.exchange = exchange
+        self.reader = reader
         self.recorder = recorder
         self.dumper = dumper
         self.secrets = secrets
@@ -86,9 +90,9 @@ class Tap:
         body = captured.body()
         dump = self.dump is not None and captured.complete and captured.status == 200
         if len(body) > OFF_LOOP:  # parsing a large answer would stall every other request
-            completion = await asyncio.to_thread(_read_answer, x, body, dump)
+            completion = await asyncio.to_thread(_read_answer, x, body, dump, self.reader)
         else:
-            completion = _read_answer(x, body, dump)
+            completion = _read_answer(x, body, dump, self.reader)
         if completion is not None and self.dump is not None:
             await self._dump({**self.dump, "response": completion})
         await self._record()
@@ -117,9 +121,8 @@ class Tap:
             x.events = sse_events(recorded.body)
         else:
             x.response = _json_or_text(recorded.body)
-        api = BY_NAME.get(x.api)
-        if api is not None and recorded.status == 200:
-            assembled = api.read_answer(recorded.body, recorded.stream)
+        if self.reader is not None and recorded.status == 200:
+            assembled = self.reader(recorded.body, recorded.stream)
             x.message, x.finish_reason = assembled.message, assembled.finish_reason
         x.ttfb_ms = x.duration_ms = self._ms(time.perf_counter())
         await self._record()
@@ -170,14 +173,15 @@ def dump_record(
     }
 
 
-def _read_answer(x: Exchange, body: bytes, dump: bool) -> dict[str, Any] | None:
+def _read_answer(
+    x: Exchange, body: bytes, dump: bool, reader: Reader | None
+) -> dict[str, Any] | None:
     """The exchange's answer filled in from the body; the completion to dump, if one is due."""
-    api = BY_NAME.get(x.api)
-    if api is None:
+    if reader is None:
         x.events = sse_events(body) if x.stream else None
         x.response = None if x.stream else _json_or_text(body)
         return None
-    assembled = api.read_answer(body, x.stream)
+    assembled = reader(body, x.stream)
     x.message, x.finish_reason = assembled.message, assembled.finish_reason
     if x.stream:
         x.events = assembled.events

@@ -7,12 +7,14 @@ REPLAY_PROXY_UPDATE_GOLDEN=1 and read the diff before committing it.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from proxy.apis import anthropic, chat, responses
+from proxy.apis import APIS, BY_NAME
 from proxy.replay.trajectory import ToolCall, Turn
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -28,38 +30,55 @@ TOOL_TURN = Turn(
         ToolCall("call_1", "bash", '{"command": "ls -la"}'),
         ToolCall("call_2", "bash", '{"command":"cat README.md"}'),
     ),
+    created=CREATED,
 )
-FINAL_TURN = Turn(2, 4, "All done: notes.txt exists.", None, ())
+FINAL_TURN = Turn(2, 4, "All done: notes.txt exists.", None, (), created=CREATED)
 TURNS = {"tools": TOOL_TURN, "final": FINAL_TURN}
-ANTHROPIC_REQUEST = {"model": "claude-x", "thinking": {"type": "enabled", "budget_tokens": 1024}}
-RESPONSES_REQUEST = {"model": "gpt-x", "reasoning": {"summary": "auto"}}
+# the request each API's answer is rendered for: every row of the Api table needs one (and its
+# golden files), so a new API cannot be left out
+REQUESTS: dict[str, tuple[dict[str, Any], str]] = {  # body, path
+    "chat": (
+        {"model": "m", "messages": [], "stream_options": {"include_usage": True}},
+        "/v1/chat/completions",
+    ),
+    "responses": (
+        {"model": "gpt-x", "input": [], "reasoning": {"summary": "auto"}},
+        "/v1/responses",
+    ),
+    "anthropic": (
+        {
+            "model": "claude-x",
+            "messages": [],
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+        },
+        "/v1/messages",
+    ),
+    "gemini": (
+        {"contents": [], "generationConfig": {"thinkingConfig": {"includeThoughts": True}}},
+        "/v1beta/models/gemini-x:generateContent",
+    ),
+}
 
 
-def render(api: str, turn: Turn, stream: bool) -> bytes:
-    if api == "chat":
-        if stream:
-            events = chat.chat_stream(
-                turn, model="m", completion_id=f"chatcmpl-{KEY}", created=CREATED,
-                include_usage=True,
-            )  # fmt: skip
-            return b"".join(events)
-        return chat.chat_completion(
-            turn, model="m", completion_id=f"chatcmpl-{KEY}", created=CREATED
-        )
-    if api == "responses":
-        if stream:
-            return b"".join(
-                responses.response_events(turn, RESPONSES_REQUEST, key=KEY, created=CREATED)
-            )
-        return responses.response_object(turn, RESPONSES_REQUEST, key=KEY, created=CREATED)
+def render(name: str, turn: Turn, stream: bool) -> bytes:
+    """The turn as the proxy answers it, through the API's row."""
+    api = BY_NAME[name]
+    body, path = REQUESTS[name]
+    conv = api.parse(body)
+    if api.target is not None:
+        api.target(conv, path, "")
     if stream:
-        return b"".join(anthropic.message_events(turn, ANTHROPIC_REQUEST, key=KEY))
-    return anthropic.message_object(turn, ANTHROPIC_REQUEST, key=KEY)
+        return b"".join(api.stream(turn, conv, body, KEY))
+    return api.whole(turn, conv, body, KEY)
+
+
+def test_every_api_has_a_request_to_render_for() -> None:
+    assert sorted(REQUESTS) == sorted(api.name for api in APIS)
 
 
 @pytest.mark.parametrize("turn", ["tools", "final"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
-@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+@pytest.mark.parametrize("api", [api.name for api in APIS])
 def test_a_scripted_turn_renders_exactly_as_the_golden_file(
     api: str, stream: bool, turn: str
 ) -> None:
@@ -101,3 +120,20 @@ def test_the_golden_streams_keep_the_order_clients_parse() -> None:
     assert anthropic_kinds[:2] == ["message_start", "ping"]
     assert anthropic_kinds[-2:] == ["message_delta", "message_stop"]
     assert anthropic_kinds.count("content_block_start") == 4  # thinking, text, two tool_use
+
+    gemini_chunks = [
+        json.loads(e.removeprefix("data: "))
+        for e in (GOLDEN / "gemini-tools.sse").read_text().split("\n\n")
+        if e
+    ]
+    parts = [c["candidates"][0]["content"]["parts"] for c in gemini_chunks]
+    assert parts[0] == [{"text": "The task needs the file list.", "thought": True}]
+    assert [p[0]["functionCall"]["id"] for p in parts[2:]] == ["call_1", "call_2"]
+    # finishReason and usageMetadata on the last chunk only, as the google-genai SDK reads them
+    assert [("finishReason" in c["candidates"][0]) for c in gemini_chunks] == [
+        False,
+        False,
+        False,
+        True,
+    ]
+    assert [("usageMetadata" in c) for c in gemini_chunks] == [False, False, False, True]
