@@ -4,6 +4,7 @@ replay is complete, and its faults, from the state alone."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ def greeting() -> Trajectory:
     return load_file(GREETING)
 
 
-def bound(t: Trajectory, *, replay_turns: int | None = None, **fields: object) -> SessionState:
+def bound(t: Trajectory, *, replay_turns: int | None = None, **fields: Any) -> SessionState:
     state = SessionState(id="ses_1", created=1_767_225_600.0, last_seen=1_767_225_601.5)
     state.bind(
         name=t.name,
@@ -53,7 +54,7 @@ def test_times_are_utc_iso_with_milliseconds() -> None:
         ({"turns_served": 3, "live_since": 5.0}, "live"),
     ],
 )
-def test_the_phase_of_a_bound_session(fields: dict[str, object], expected: str) -> None:
+def test_the_phase_of_a_bound_session(fields: dict[str, Any], expected: str) -> None:
     assert phase(bound(greeting(), **fields)) == expected
 
 
