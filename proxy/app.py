@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from proxy import __version__, logs
+from proxy import __version__, log_format
 from proxy.apis import APIS, Api
 from proxy.config import Settings
 from proxy.errors import BadRequest, NotFound, ProxyError
@@ -254,4 +254,4 @@ def settle() -> None:
 
 
 def configure_logging(settings: Settings) -> None:
-    logs.configure(settings.log_level.value, settings.log_format.value)
+    log_format.configure(settings.log_level.value, settings.log_format.value)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from proxy.config import Settings
 from proxy.guard import Guard
-from proxy.logs import request_line
+from proxy.log_format import request_line
 from proxy.metrics import Metrics
 from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Recorder

@@ -1,4 +1,5 @@
-"""Logging: text or JSON lines (--log-format), and the one line each request gets.
+"""The proxy's own log (a harness log is another thing: formats/harness_logs/): text or JSON
+lines (--log-format), and the one line each request gets.
 
 The request line carries only session, lane, source, turn, status and duration (and the API):
 never headers or bodies, so never credentials.
