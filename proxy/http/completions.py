@@ -339,7 +339,7 @@ def _diverged(
         message,
         param=d.difference.path or None,
         session=session,
-        lane="main",
+        lane=Lane.MAIN.value,
         script=name,
         preset=preset.name if preset else None,
         **d.as_dict(),

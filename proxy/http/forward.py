@@ -18,11 +18,11 @@ from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
 from proxy.http.relay import OTHER
 from proxy.nesting import too_deep
-from proxy.replay.conversation import session_header
+from proxy.replay.conversation import Lane, session_header
 from proxy.runtime import Runtime
 from proxy.upstream.dialect import OPENAI
 
-LANE = "other"
+LANE = Lane.OTHER.value
 NO_SESSION = "unsessioned"
 
 
