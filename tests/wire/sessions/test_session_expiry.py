@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from tests.conftest import ProxyFactory
-from tests.wire.test_admin_and_binding import admin, ask, first_call_id, recording
+from tests.wire.sessions.test_admin_and_binding import admin, ask, first_call_id, recording
 
 
 def until(condition: Callable[[], Any], what: str, deadline: float = 30.0) -> Any:

@@ -15,7 +15,7 @@ import pytest
 
 from proxy.sessions.library import Library, LibraryError
 from tests.conftest import ProxyFactory
-from tests.wire.test_admin_and_binding import TOOLS, admin, ask, first_call_id, recording
+from tests.wire.sessions.test_admin_and_binding import TOOLS, admin, ask, first_call_id, recording
 
 
 def big_recording(task: str, turns: int, pad: int) -> list[dict[str, object]]:

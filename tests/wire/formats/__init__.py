@@ -1,0 +1,1 @@
+"""Harness logs and published rollouts served over real sockets (mirrors proxy/formats/)."""

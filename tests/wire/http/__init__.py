@@ -1,0 +1,1 @@
+"""The HTTP edge over real sockets: framing, limits, the session in the URL (proxy/http/)."""

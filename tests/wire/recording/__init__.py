@@ -1,0 +1,1 @@
+"""Recording a run and replaying it strictly, over real sockets (mirrors proxy/recording/)."""

@@ -1,0 +1,2 @@
+"""The replay rules over real sockets: conversations, faults, text-based scripts, verdicts
+(proxy/replay/)."""

@@ -1,0 +1,1 @@
+"""Sessions over real sockets: binding, trajectories loaded later, expiry (proxy/sessions/)."""

@@ -1,0 +1,1 @@
+"""The stores against real backends (mirrors proxy/store/)."""

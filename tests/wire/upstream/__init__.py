@@ -1,0 +1,1 @@
+"""Forwarding to the upstream over real sockets (mirrors proxy/upstream/)."""
