@@ -1,11 +1,14 @@
 """The four APIs a scripted turn can be served through, side by side: how each one's request is
 read, how a turn is written in it, where user messages are spliced in, what of the proxy's own
-making is taken out before a conversation goes to the real model, and how an answer is read back.
+making is taken out before a conversation goes to the real model, how an answer is read back,
+its error shape and its way upstream. The `Api` table below is the one place the rest of the
+proxy learns about an API: a new API is a module and a row.
 
     chat.py        OpenAI Chat Completions (/v1/chat/completions)
     responses.py   OpenAI Responses (/v1/responses)
     anthropic.py   Anthropic Messages (/v1/messages)
     gemini.py      Gemini (/v1beta/models/{model}:generateContent, :streamGenerateContent)
+    *_history.py   a conversation in the API's shape as chat messages (recordings, trajectory files)
     readback.py    an answer read back from the wire (recordings, dumps), SSE split into events
     request.py     what every request body must have before the decision reads it
 

@@ -24,10 +24,10 @@ from typing import Any
 
 import orjson
 
+from proxy.apis.anthropic_history import messages_to_chat
 from proxy.apis.readback import Assembled, arguments_object, event_data, sse_events
 from proxy.apis.request import malformed, opened, spliced
 from proxy.errors import BadRequest
-from proxy.formats.anthropic import messages_to_chat
 from proxy.replay.content import is_content, text_of
 from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_greeting
 from proxy.replay.ids import derived

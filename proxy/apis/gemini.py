@@ -23,10 +23,10 @@ from typing import Any
 
 import orjson
 
+from proxy.apis.gemini_history import Unanswered, contents_to_chat, parts_text, response_text
 from proxy.apis.readback import Assembled, arguments_object, event_data, sse_events
 from proxy.apis.request import malformed, spliced, tool_names
 from proxy.errors import BadRequest
-from proxy.formats.gemini import Unanswered, contents_to_chat, parts_text, response_text
 from proxy.replay.content import text_of
 from proxy.replay.conversation import NO_ID, Call, Conversation, Reply, Result, fold_greeting
 from proxy.replay.splice import Insertion

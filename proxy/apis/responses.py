@@ -24,11 +24,11 @@ import orjson
 
 from proxy.apis.readback import Assembled, event_data, sse_events
 from proxy.apis.request import malformed, opened, spliced, tool_names
-from proxy.errors import BadRequest
-from proxy.formats.responses import (
+from proxy.apis.responses_history import (
     ASSISTANT_SIDE,  # one rule for what makes up a reply
     items_to_chat,
 )
+from proxy.errors import BadRequest
 from proxy.replay.content import text_of
 from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_greeting
 from proxy.replay.ids import derived

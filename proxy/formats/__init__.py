@@ -2,9 +2,8 @@
 
     loading.py      load_file and the rest: which format a file is, told apart by its shape
     chat.py         OpenAI chat messages -> Trajectory, by the script rules every format goes through
-    responses.py, anthropic.py, gemini.py
-                    the APIs' histories (Responses items, Anthropic messages, Gemini contents)
-                    into chat messages
+                    (a file in another API's shape is first turned into chat messages by that
+                    API's proxy.apis.*_history)
     recording.py    what --record-dir writes, read back as a script of recorded answers
     convert.py      a trajectory written back as chat JSON (`replay-proxy convert`)
     harness_logs/   the logs other harnesses and RL frameworks write, a reader each

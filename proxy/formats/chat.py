@@ -35,8 +35,8 @@ from typing import Any
 
 import orjson
 
+from proxy.apis.responses_history import OWN_CALL
 from proxy.errors import LoadError
-from proxy.formats.responses import OWN_CALL
 from proxy.replay.content import split_reasoning, text_of
 from proxy.replay.trajectory import Note, ToolCall, Trajectory, Turn, UserMessage, place_of
 from proxy.replay.usage import read_usage

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from proxy.formats.responses import OWN_CALL
+from proxy.apis.responses_history import OWN_CALL
 from proxy.replay.trajectory import Trajectory
 
 

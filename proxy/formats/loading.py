@@ -38,11 +38,12 @@ from typing import Any
 
 import orjson
 
+from proxy.apis.anthropic_history import MARKERS as ANTHROPIC_ONLY
+from proxy.apis.anthropic_history import looks_like_anthropic, messages_to_chat
+from proxy.apis.gemini_history import contents_to_chat, looks_like_gemini
+from proxy.apis.responses_history import RESPONSES_ONLY, items_to_chat
 from proxy.errors import LoadError
-from proxy.formats.anthropic import MARKERS as ANTHROPIC_ONLY
-from proxy.formats.anthropic import looks_like_anthropic, messages_to_chat
 from proxy.formats.chat import trajectory_from_messages
-from proxy.formats.gemini import contents_to_chat, looks_like_gemini
 from proxy.formats.harness_logs import (
     Converted,
     Lines,
@@ -57,7 +58,6 @@ from proxy.formats.harness_logs import (
     swe_agent,
 )
 from proxy.formats.recording import is_recording, trajectory_from_recording
-from proxy.formats.responses import RESPONSES_ONLY, items_to_chat
 from proxy.names import inside
 from proxy.nesting import TOO_DEEP, too_deep
 from proxy.replay.trajectory import Note, Trajectory

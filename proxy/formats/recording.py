@@ -18,11 +18,10 @@ from typing import Any
 
 import orjson
 
+from proxy.apis import BY_NAME
+from proxy.apis.gemini_history import MADE_UP
 from proxy.errors import LoadError
-from proxy.formats.anthropic import messages_to_chat
 from proxy.formats.chat import epoch, trajectory_from_messages
-from proxy.formats.gemini import MADE_UP, contents_to_chat
-from proxy.formats.responses import items_to_chat
 from proxy.replay.content import text_of
 from proxy.replay.normalize import squash
 from proxy.replay.trajectory import Note, Recorded, Trajectory
@@ -123,23 +122,13 @@ def _chat_history(sent: Any, api: str, source: str, index: int) -> list[Any]:
     """The conversation of a recorded request, as chat messages, whatever API it used."""
     if not isinstance(sent, dict):
         raise LoadError(source, index, "the exchange has no request body")
-    if api == "responses":
-        items = sent.get("input")
-        if isinstance(items, str):
-            items = [{"role": "user", "content": items}]
-        if isinstance(items, list):
-            return items_to_chat(items, source, instructions=sent.get("instructions"))[0]
-    elif api == "anthropic":
-        if isinstance(sent.get("messages"), list):
-            return messages_to_chat(sent["messages"], source, system=sent.get("system"))[0]
-    elif api == "gemini":
-        if isinstance(sent.get("contents"), list):
-            return contents_to_chat(sent["contents"], source, system=sent.get("systemInstruction"))[
-                0
-            ]
-    elif isinstance(sent.get("messages"), list):
-        return list(sent["messages"])
-    raise LoadError(source, index, f"the request of a {api} exchange has no conversation")
+    known = BY_NAME.get(api)
+    if known is None:
+        raise LoadError(source, index, f"the exchange was made through an unknown API {api!r}")
+    history = known.to_chat(sent, source)
+    if history is None:
+        raise LoadError(source, index, f"the request of a {api} exchange has no conversation")
+    return history
 
 
 def _text_based_steps(

@@ -31,9 +31,9 @@ import json
 from collections import Counter
 from typing import Any
 
+from proxy.apis.responses_history import content_parts
 from proxy.errors import LoadError
 from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
-from proxy.formats.responses import content_parts
 from proxy.replay.content import appended, text_of
 from proxy.replay.trajectory import Note
 

@@ -13,7 +13,7 @@ the command's raw output); it is dropped.
   the message lacks is taken from `extra.response` (1.x keeps reasoning_content only there).
 - Responses models (`litellm_response`, ...): an assistant message is the whole Responses API
   response (`"object": "response"`): its `output` items, with the `function_call_output` items and
-  the system and user messages around them, are read as Responses items (formats/responses.py).
+  the system and user messages around them, are read as Responses items (apis/responses_history.py).
 - With a text-based model (actions in ``` blocks, no tool calls) the result is a text-based script
   (proxy.replay.text_based): each step is a turn, the observations between them user messages.
 - Left out, with a note: the `exit` message that ends a run (1.x: the user message after the last
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from proxy.apis.responses_history import items_to_chat
 from proxy.errors import LoadError
 from proxy.formats.harness_logs.reader import Converted, Miss, Reader
-from proxy.formats.responses import items_to_chat
 from proxy.replay.trajectory import Note
 
 EXPECTED = (

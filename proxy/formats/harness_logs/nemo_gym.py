@@ -10,7 +10,7 @@ Each line is the resources server's verify response (nemo_gym/rollout_collection
 Every line is a trajectory of its own, labelled with its 1-based line number. Its conversation is
 `responses_create_params.input` followed by `response.output` (the agent appends the tool outputs
 and, for a multi-turn environment, the environment's user messages to `output`), read as Responses
-items (formats/responses.py). A line with no `response` is a conversation recorded in `input`
+items (apis/responses_history.py). A line with no `response` is a conversation recorded in `input`
 alone: its assistant messages are the turns. A file in which no line records an answer is a task
 file (the inputs of a collection), not rollouts: an error says so. A line that cannot be read is
 left out with its line number and reason while the others load. Notes name an item as
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from proxy.apis.responses_history import ASSISTANT_SIDE, items_to_chat
 from proxy.errors import LoadError
 from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
-from proxy.formats.responses import ASSISTANT_SIDE, items_to_chat
 
 EXPECTED = (
     'NeMo-Gym rollouts: one JSON object per line with "responses_create_params" holding "input", '

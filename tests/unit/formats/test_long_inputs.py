@@ -10,11 +10,11 @@ from typing import Any
 
 import orjson
 
+from proxy.apis.gemini_history import contents_to_chat
+from proxy.apis.responses_history import items_to_chat
 from proxy.formats import load_bytes, read_with
-from proxy.formats.gemini import contents_to_chat
 from proxy.formats.harness_logs import claude_code, codex
 from proxy.formats.harness_logs.reader import Converted
-from proxy.formats.responses import items_to_chat
 from proxy.replay.content import appended
 
 LONG = 20_000  # pieces of a kilobyte: 20 MB, which a quadratic join copies a thousand times over

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from proxy.formats.anthropic import messages_to_chat
+from proxy.apis.anthropic_history import messages_to_chat
 from proxy.formats.harness_logs.claude_code import READER, convert
 from proxy.replay.trajectory import Trajectory
 from tests.unit.formats.harness_logs import published

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from proxy.apis.responses_history import items_to_chat
 from proxy.formats.harness_logs.codex import READER, convert
-from proxy.formats.responses import items_to_chat
 from proxy.replay.trajectory import Trajectory
 from tests.unit.formats.harness_logs import published
 from tests.unit.formats.harness_logs.published import Change, calls, parsed, raw

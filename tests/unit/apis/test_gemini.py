@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 
 from proxy.apis.gemini import parse_gemini, read_answer, response_events, response_object, target
+from proxy.apis.gemini_history import contents_to_chat
 from proxy.formats import load_bytes
-from proxy.formats.gemini import contents_to_chat
 from proxy.replay.conversation import NO_ID
 from proxy.replay.engine import Scripted, decide
 
