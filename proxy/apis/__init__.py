@@ -18,16 +18,39 @@ Each API module is pure: a body in, a Conversation out; a Turn in, bytes out.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.apis import anthropic, chat, gemini, responses
+from proxy.apis import (
+    anthropic,
+    anthropic_history,
+    chat,
+    gemini,
+    gemini_history,
+    responses,
+    responses_history,
+)
 from proxy.apis.readback import Assembled
 from proxy.replay.conversation import Conversation
 from proxy.replay.splice import Insertion, apply_chat
 from proxy.replay.trajectory import Turn
 from proxy.upstream.dialect import GOOGLE, OPENAI, Dialect
+
+Read = Callable[[Sequence[Any], str, dict[str, Any]], tuple[list[dict[str, Any]], list[int]]]
+
+
+@dataclass(frozen=True, slots=True)
+class FileShape:
+    """A trajectory file written in an API's shape, as formats/loading.py tells it apart and reads
+    it: a bare list of its messages, or an object shaped like its request."""
+
+    field: str  # the object's list: "input", "messages", "contents"
+    holds: Callable[[dict[str, Any]], bool]  # an object in this API's request shape
+    marks: Callable[[dict[str, Any]], bool] | None  # an item of a bare list only this API writes
+    # its list (and the object, for a system prompt) as chat messages, each with the index it
+    # came from; None: already chat messages
+    read: Read | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +84,8 @@ class Api:
     target: Callable[[Conversation, str, str], None] | None = None
     # who adds /v1 to a base URL themselves, said when a path comes with /v1 twice
     adds_v1: str = "this client adds"
+    # a trajectory file written in its shape, if the loader reads one
+    file: FileShape | None = None
 
 
 def created(turn: Turn) -> int:
@@ -107,6 +132,7 @@ CHAT = Api(
     clean=lambda _: None,
     read_answer=lambda raw, stream: chat.read_answer(raw, stream=stream),
     to_chat=_listed("messages"),
+    file=FileShape("messages", lambda _: False, chat.marks, None),  # the loader's own forms
 )
 RESPONSES = Api(
     name="responses",
@@ -125,6 +151,9 @@ RESPONSES = Api(
     clean=responses.clean,
     read_answer=lambda raw, stream: responses.read_answer(raw, stream=stream),
     to_chat=responses.to_chat,
+    file=FileShape(
+        "input", responses_history.holds, responses_history.marks, responses_history.read
+    ),
 )
 ANTHROPIC = Api(
     name="anthropic",
@@ -142,6 +171,9 @@ ANTHROPIC = Api(
     error_body=anthropic.error_body,
     error_shape="Anthropic",
     adds_v1="the Anthropic SDK and Claude Code add",
+    file=FileShape(
+        "messages", anthropic_history.holds, anthropic_history.marks, anthropic_history.read
+    ),
 )
 GEMINI = Api(
     name="gemini",
@@ -165,6 +197,7 @@ GEMINI = Api(
     serves=gemini.is_gemini_path,
     claims=gemini.claims,
     target=gemini.target,
+    file=FileShape("contents", gemini_history.holds, None, gemini_history.read),
 )
 APIS = (CHAT, RESPONSES, ANTHROPIC, GEMINI)
 BY_NAME = {api.name: api for api in APIS}

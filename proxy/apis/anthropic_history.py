@@ -28,6 +28,27 @@ def looks_like_anthropic(messages: Sequence[Any]) -> bool:
     return False
 
 
+def holds(doc: dict[str, Any]) -> bool:
+    """A trajectory file's object in the Messages API's request shape ({"messages", "system"})."""
+    messages = doc.get("messages")
+    return isinstance(messages, list) and (looks_like_anthropic(messages) or "system" in doc)
+
+
+def marks(item: dict[str, Any]) -> bool:
+    """An item of a bare list that only an Anthropic message list holds (a tool_use block...)."""
+    content = item.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") in MARKERS for b in content
+    )
+
+
+def read(
+    messages: Sequence[Any], source: str, doc: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """A trajectory file's messages (and the object's system prompt) as chat messages."""
+    return messages_to_chat(messages, source, system=doc.get("system"))
+
+
 def system_text(system: Any) -> str | None:
     if system is None:
         return None

@@ -72,6 +72,12 @@ def parse_chat(body: Any) -> Conversation:
     return fold_greeting(conv)
 
 
+def marks(item: dict[str, Any]) -> bool:
+    """An item of a bare list (a trajectory file) that only chat messages hold: tool calls, or a
+    tool result."""
+    return "tool_calls" in item or item.get("role") == "tool"
+
+
 def _tools(body: dict[str, Any]) -> Any:
     tools = body.get("tools")
     return tools if tools is not None else body.get("functions")  # the legacy form

@@ -30,6 +30,19 @@ def looks_like_gemini(contents: Sequence[Any]) -> bool:
     )
 
 
+def holds(doc: dict[str, Any]) -> bool:
+    """A trajectory file's object in the Gemini API's request shape ({"contents", ...})."""
+    contents = doc.get("contents")
+    return isinstance(contents, list) and looks_like_gemini(contents)
+
+
+def read(
+    contents: Sequence[Any], source: str, doc: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """A trajectory file's contents (and the object's systemInstruction) as chat messages."""
+    return contents_to_chat(contents, source, system=doc.get("systemInstruction"))
+
+
 def parts_text(parts: Any, *, thought: bool = False) -> str:
     """The text of a list of parts: the visible text, or (thought=True) the thoughts."""
     if not isinstance(parts, list):

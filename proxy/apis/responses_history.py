@@ -23,6 +23,23 @@ ASSISTANT_SIDE = frozenset({"reasoning", "function_call", "item_reference"})
 RESPONSES_ONLY = frozenset({"function_call", "function_call_output", "reasoning", "item_reference"})
 
 
+def holds(doc: dict[str, Any]) -> bool:
+    """A trajectory file's object in the Responses API's request shape ({"input": [...], ...})."""
+    return isinstance(doc.get("input"), list)
+
+
+def marks(item: dict[str, Any]) -> bool:
+    """An item of a bare list that only Responses input items hold (function_call...)."""
+    return item.get("type") in RESPONSES_ONLY
+
+
+def read(
+    items: Sequence[Any], source: str, doc: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """A trajectory file's items (and the object's instructions) as chat messages."""
+    return items_to_chat(items, source, instructions=doc.get("instructions"))
+
+
 def items_to_chat(
     items: Sequence[Any], source: str, *, instructions: str | None = None
 ) -> tuple[list[dict[str, Any]], list[int]]:

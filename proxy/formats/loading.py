@@ -38,10 +38,7 @@ from typing import Any
 
 import orjson
 
-from proxy.apis.anthropic_history import MARKERS as ANTHROPIC_ONLY
-from proxy.apis.anthropic_history import looks_like_anthropic, messages_to_chat
-from proxy.apis.gemini_history import contents_to_chat, looks_like_gemini
-from proxy.apis.responses_history import RESPONSES_ONLY, items_to_chat
+from proxy.apis import APIS, Api
 from proxy.errors import LoadError
 from proxy.formats.chat import trajectory_from_messages
 from proxy.formats.harness_logs import (
@@ -70,7 +67,7 @@ __all__ = [
     "LEFT_OUT",
     "READERS",
     "LoadError",
-    "dialect",
+    "api_of",
     "load_all",
     "load_bytes",
     "load_file",
@@ -324,25 +321,14 @@ def _generic_document(doc: Any, *, name: str, source: str, digest: str) -> Traje
     if isinstance(doc, list):
         return _from_list(doc, name=name, source=source, digest=digest, fmt="chat")
     if isinstance(doc, dict):
-        contents = doc.get("contents")
-        if isinstance(contents, list) and looks_like_gemini(contents):
-            chat, indexes = contents_to_chat(contents, source, system=doc.get("systemInstruction"))
-            return trajectory_from_messages(
-                chat, name=name, source=source, fmt="gemini", digest=digest, indexes=indexes
-            )
-        if isinstance(doc.get("input"), list):
-            chat, indexes = items_to_chat(
-                doc["input"], source, instructions=doc.get("instructions")
-            )
-            return trajectory_from_messages(
-                chat, name=name, source=source, fmt="responses", digest=digest, indexes=indexes
-            )
+        for api in APIS:  # an object shaped like an API's request (its Api row says which)
+            shape = api.file
+            if shape is not None and shape.read is not None and shape.holds(doc):
+                chat, indexes = shape.read(doc[shape.field], source, doc)
+                return trajectory_from_messages(
+                    chat, name=name, source=source, fmt=api.name, digest=digest, indexes=indexes
+                )
         messages = doc.get("messages")
-        if isinstance(messages, list) and (looks_like_anthropic(messages) or "system" in doc):
-            chat, indexes = messages_to_chat(messages, source, system=doc.get("system"))
-            return trajectory_from_messages(
-                chat, name=name, source=source, fmt="anthropic", digest=digest, indexes=indexes
-            )
         if not isinstance(messages, list):
             if "role" in doc:  # a JSONL file holding a single message
                 return trajectory_from_messages(
@@ -430,35 +416,27 @@ def _lines(
     return items, notes
 
 
-def dialect(items: list[Any]) -> str:
-    """chat, responses or anthropic: decided by the first item only one of them could hold (a
-    tool call or result is there early in any real run), so a large file is not scanned twice."""
+def api_of(items: list[Any]) -> Api | None:
+    """Whose messages a bare list holds (None: chat messages, the canonical form): decided by the
+    first item only one API's list could hold (a tool call or result is there early in any real
+    run), so a large file is not scanned twice."""
     for item in items:
         if not isinstance(item, dict):
             continue
-        if item.get("type") in RESPONSES_ONLY:
-            return "responses"
-        if "tool_calls" in item or item.get("role") == "tool":
-            return "chat"
-        content = item.get("content")
-        if isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY for b in content
-        ):
-            return "anthropic"
-    return "chat"
+        for api in APIS:
+            shape = api.file
+            if shape is not None and shape.marks is not None and shape.marks(item):
+                return api
+    return None
 
 
 def _from_list(items: list[Any], *, name: str, source: str, digest: str, fmt: str) -> Trajectory:
-    """A list of chat messages, Responses items or Anthropic messages."""
-    kind = dialect(items)
-    if kind == "responses":
-        chat, indexes = items_to_chat(items, source)
+    """A list of chat messages, or of another API's messages (Responses items, Anthropic
+    messages)."""
+    api = api_of(items)
+    if api is not None and api.file is not None and api.file.read is not None:
+        chat, indexes = api.file.read(items, source, {})
         return trajectory_from_messages(
-            chat, name=name, source=source, fmt="responses", digest=digest, indexes=indexes
-        )
-    if kind == "anthropic":
-        chat, indexes = messages_to_chat(items, source)
-        return trajectory_from_messages(
-            chat, name=name, source=source, fmt="anthropic", digest=digest, indexes=indexes
+            chat, name=name, source=source, fmt=api.name, digest=digest, indexes=indexes
         )
     return trajectory_from_messages(items, name=name, source=source, fmt=fmt, digest=digest)
