@@ -15,7 +15,7 @@ from proxy.replay.usage import read_usage, stable_time, usage_for
 from tests.conftest import ROOT
 
 CORPUS = ROOT / "tests/fixtures/corpus"
-LOGS = ROOT / "tests/fixtures/logs"
+LOGS = ROOT / "tests/fixtures/harness_logs"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Conversations of several exchanges, and branching at turn K, step by step.
+"""Sessions of several exchanges, and branching at turn K, step by step.
 
 An exchange runs from a user prompt to a text-only answer; the harness sends each follow-up
 itself, so the engine compares it with the recorded one (masks apply) instead of splicing it.

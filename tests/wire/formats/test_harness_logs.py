@@ -13,7 +13,7 @@ import openai
 from tests.conftest import ROOT, ProxyFactory
 from tests.helpers.servers import FakeUpstream
 
-LOGS = ROOT / "tests" / "fixtures" / "logs"
+LOGS = ROOT / "tests" / "fixtures" / "harness_logs"
 
 
 def tools(*names: str) -> list[Any]:

@@ -1,4 +1,4 @@
-"""The harness logs' real published files (tests/fixtures/logs, each folder's README says where
+"""The harness logs' real published files (tests/fixtures/harness_logs, each folder's README says where
 they come from) and how a test reads one: as its reader takes it, changed, and read back."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from proxy.formats.harness_logs import (
 from proxy.replay.trajectory import Trajectory
 from tests.conftest import ROOT
 
-LOGS = ROOT / "tests/fixtures/logs"
+LOGS = ROOT / "tests/fixtures/harness_logs"
 
 # every reader's published files, as paths under LOGS (an OpenHands SDK event store is a folder)
 PUBLISHED: list[tuple[Reader, str]] = [

@@ -1,5 +1,5 @@
 """Every harness-log reader held to the contract of proxy/formats/harness_logs/reader.py, over its
-real published files (tests/fixtures/logs): each file is of its reader's format and reads as it;
+real published files (tests/fixtures/harness_logs): each file is of its reader's format and reads as it;
 a file of another shape is told why not, where, and how close it came; a file broken anywhere is a
 LoadError with its line or item index; a run replayed by the proxy reads back as its script; a
 subagent's own log reads as a conversation of its own. What only one reader does is tested in that

@@ -1,4 +1,4 @@
-"""Real opencode continues its own session: a conversation of two exchanges is recorded, then
+"""Real opencode continues its own session: a session of two exchanges is recorded, then
 replayed in resume mode and in strict mode.
 
 Recorded: `opencode run TASK`, then `opencode run --continue FOLLOWUP` in the same repo and HOME,

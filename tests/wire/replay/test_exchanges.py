@@ -1,7 +1,8 @@
-"""Conversations of several exchanges and branches at turn K, over real sockets with the SDKs.
+"""Sessions of several exchanges and branches at turn K, over real sockets with the SDKs.
 
-A conversation is recorded through the proxy, then replayed strictly and in resume mode, exchange
-by exchange; sessions branch from one trajectory at different K (header, flag, admin API).
+A session of several exchanges is recorded through the proxy, then replayed strictly and in
+resume mode, exchange by exchange; sessions branch from one trajectory at different K (header,
+flag, admin API).
 """
 
 from __future__ import annotations
