@@ -1,7 +1,11 @@
 """docs/architecture.md is the map of the code: every module of proxy/ is named on it, so the map
-cannot fall behind the code without this failing."""
+cannot fall behind the code without this failing; and the layers it draws hold: no module imports
+from a layer above its own."""
 
 from __future__ import annotations
+
+import ast
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -33,3 +37,70 @@ def test_the_runtime_holds_and_imports_nothing_from_http() -> None:
     """Runtime is a holder of the running proxy's parts; request logic lives in http/."""
     source = (ROOT / "proxy" / "runtime.py").read_text()
     assert "proxy.http" not in source
+
+
+# each part of proxy/ and its layer: a module imports only from layers below its own (and its own
+# folder), so the import graph has no cycles and no upward edge; docs/architecture.md draws it
+LAYERS: dict[str, int] = {
+    "proxy": 0,  # the package's own __init__: the version
+    "errors": 0,
+    "names": 0,
+    "nesting": 0,
+    "log_format": 0,
+    "replay": 1,
+    "upstream": 1,
+    "store": 1,
+    "guard": 1,
+    "apis": 2,
+    "config": 2,
+    "metrics": 2,
+    "formats": 3,
+    "sessions": 4,
+    "recording": 5,
+    "runtime": 6,
+    "http": 7,
+    "app": 8,
+    "serve": 9,
+    "testing": 9,
+    "cli": 10,
+    "__main__": 11,
+}
+
+
+def _imports(path: Path) -> set[str]:
+    """The parts of proxy/ a module imports from (by their top-level name under proxy)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "proxy":
+                found.add(parts[1] if len(parts) > 1 else "proxy")
+    return found
+
+
+def test_no_module_imports_from_a_layer_above_its_own() -> None:
+    package = ROOT / "proxy"
+    upward = []
+    for module in sorted(package.rglob("*.py")):
+        relative = module.relative_to(package)
+        part = relative.parts[0] if len(relative.parts) > 1 else relative.stem
+        part = "proxy" if part == "__init__" else part
+        assert part in LAYERS, f"proxy/{relative}: give {part} a layer in LAYERS"
+        for target in _imports(module) - {part}:
+            assert target in LAYERS, f"{target}: give it a layer in LAYERS"
+            if LAYERS[target] >= LAYERS[part]:
+                upward.append(f"proxy/{relative.as_posix()} imports {target}")
+    assert upward == []
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
+    """The check reads real import statements: an http import in a replay module is one."""
+    module = tmp_path / "engine.py"
+    module.write_text("from proxy.http.front import Front\nimport proxy.errors\n")
+    assert _imports(module) == {"http", "errors"}
+    assert LAYERS["http"] > LAYERS["replay"]
