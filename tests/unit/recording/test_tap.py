@@ -12,9 +12,10 @@ from typing import Any
 import orjson
 import pytest
 
+from proxy.apis import CHAT
 from proxy.errors import BadRequest
 from proxy.recording.recorder import REDACTED, Exchange, Recorder
-from proxy.recording.tap import Tap, client_secrets
+from proxy.recording.tap import Reader, Tap, client_secrets
 from proxy.upstream import Captured
 
 CLIENT_KEY = "sk-client-0123456789abcdef"
@@ -53,7 +54,7 @@ def recorder(tmp_path: Path) -> Iterator[Recorder]:
     made.close()
 
 
-def tap(recorder: Recorder, source: str = "upstream") -> Tap:
+def tap(recorder: Recorder, source: str = "upstream", reader: Reader | None = None) -> Tap:
     x = Exchange(
         session="ses_1",
         lane="main",
@@ -64,7 +65,10 @@ def tap(recorder: Recorder, source: str = "upstream") -> Tap:
         request={"model": "m", "messages": [{"role": "user", "content": f"key {CLIENT_KEY}"}]},
     )
     secrets = client_secrets({"authorization": f"Bearer {CLIENT_KEY}"})
-    return Tap(x, recorder=recorder, dumper=None, secrets=secrets, perf_start=time.perf_counter())
+    started = time.perf_counter()
+    return Tap(
+        x, recorder=recorder, dumper=None, secrets=secrets, perf_start=started, reader=reader
+    )
 
 
 def written(recorder: Recorder) -> tuple[str, list[dict[str, Any]]]:
@@ -99,6 +103,20 @@ async def test_a_forwarded_answer_is_recorded_without_the_key(
     # the answer as the upstream sent it (reading it back as a message is each API's own)
     assert line["response"]["choices"][0]["message"]["content"] == f"you sent {REDACTED}"
     assert line["response"]["id"] == "chatcmpl-1"
+    assert "message" not in line or line["message"] is None  # no reader: not read back
+
+
+async def test_a_forwarded_answer_is_read_back_by_the_reader_the_tap_was_given(
+    recorder: Recorder,
+) -> None:
+    captured = Captured(status=200, content_type="application/json", limit=1 << 20)
+    captured.keep(orjson.dumps(COMPLETION))
+    captured.complete = True
+    await tap(recorder, reader=CHAT.read_answer).forwarded(captured)
+    text, [line] = written(recorder)
+    assert CLIENT_KEY not in text
+    assert line["message"] == {"role": "assistant", "content": f"you sent {REDACTED}"}
+    assert line["finish_reason"] == "stop"
 
 
 async def test_an_answer_over_the_limit_is_recorded_without_its_body(recorder: Recorder) -> None:
