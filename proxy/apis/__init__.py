@@ -42,15 +42,16 @@ Read = Callable[[Sequence[Any], str, dict[str, Any]], tuple[list[dict[str, Any]]
 
 @dataclass(frozen=True, slots=True)
 class FileShape:
-    """A trajectory file written in an API's shape, as formats/loading.py tells it apart and reads
-    it: a bare list of its messages, or an object shaped like its request."""
+    """A conversation written in an API's shape, read as chat messages: a recorded request's, and
+    a trajectory file's, as formats/loading.py tells it apart (a bare list of the API's messages,
+    or an object shaped like its request)."""
 
-    field: str  # the object's list: "input", "messages", "contents"
-    holds: Callable[[dict[str, Any]], bool]  # an object in this API's request shape
+    holds: Callable[[dict[str, Any]], bool]  # a file's object in this API's request shape
     marks: Callable[[dict[str, Any]], bool] | None  # an item of a bare list only this API writes
-    # its list (and the object, for a system prompt) as chat messages, each with the index it
+    # its history (and the object, for a system prompt) as chat messages, each with the index it
     # came from; None: already chat messages
     read: Read | None
+    text: bool = False  # the history may be plain text, one user message (Responses' `input`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +70,7 @@ class Api:
     splice: Callable[[list[Any], tuple[Insertion, ...]], list[Any]]
     clean: Callable[[list[Any]], list[Any] | None]  # None: nothing to take out
     read_answer: Callable[[bytes, bool], Assembled]
-    # a recorded request body's conversation as chat messages (None: it has none)
-    to_chat: Callable[[dict[str, Any], str], list[Any] | None]
+    file: FileShape  # its history read as chat messages (recordings, trajectory files)
     # an OpenAI-shaped error body in this API's shape, by status (None: OpenAI's own)
     error_body: Callable[[dict[str, Any], int], dict[str, Any]] | None = None
     error_shape: str = "OpenAI"  # whose error shape, as the OpenAPI document says
@@ -84,8 +84,17 @@ class Api:
     target: Callable[[Conversation, str, str], None] | None = None
     # who adds /v1 to a base URL themselves, said when a path comes with /v1 twice
     adds_v1: str = "this client adds"
-    # a trajectory file written in its shape, if the loader reads one
-    file: FileShape | None = None
+
+    def to_chat(self, body: dict[str, Any], source: str) -> list[Any] | None:
+        """A recorded request's conversation as chat messages (None: it has none)."""
+        history = body.get(self.history)
+        if isinstance(history, str) and self.file.text:
+            history = [{"role": "user", "content": history}]
+        if not isinstance(history, list):
+            return None
+        if self.file.read is None:
+            return list(history)
+        return self.file.read(history, source, body)[0]
 
 
 def created(turn: Turn) -> int:
@@ -109,16 +118,6 @@ def _chat_whole(turn: Turn, conv: Conversation, body: dict[str, Any], key: str) 
     )
 
 
-def _listed(field: str) -> Callable[[dict[str, Any], str], list[Any] | None]:
-    """A recorded request whose conversation is already chat messages, in `field`."""
-
-    def to_chat(body: dict[str, Any], source: str) -> list[Any] | None:
-        value = body.get(field)
-        return list(value) if isinstance(value, list) else None
-
-    return to_chat
-
-
 CHAT = Api(
     name="chat",
     title="OpenAI chat completions",
@@ -131,8 +130,7 @@ CHAT = Api(
     splice=apply_chat,
     clean=lambda _: None,
     read_answer=lambda raw, stream: chat.read_answer(raw, stream=stream),
-    to_chat=_listed("messages"),
-    file=FileShape("messages", lambda _: False, chat.marks, None),  # the loader's own forms
+    file=FileShape(lambda _: False, chat.marks, None),  # the loader's own forms
 )
 RESPONSES = Api(
     name="responses",
@@ -150,9 +148,8 @@ RESPONSES = Api(
     splice=responses.splice,
     clean=responses.clean,
     read_answer=lambda raw, stream: responses.read_answer(raw, stream=stream),
-    to_chat=responses.to_chat,
     file=FileShape(
-        "input", responses_history.holds, responses_history.marks, responses_history.read
+        responses_history.holds, responses_history.marks, responses_history.read, text=True
     ),
 )
 ANTHROPIC = Api(
@@ -167,13 +164,10 @@ ANTHROPIC = Api(
     splice=anthropic.splice,
     clean=anthropic.clean,
     read_answer=lambda raw, stream: anthropic.read_answer(raw, stream=stream),
-    to_chat=anthropic.to_chat,
     error_body=anthropic.error_body,
     error_shape="Anthropic",
     adds_v1="the Anthropic SDK and Claude Code add",
-    file=FileShape(
-        "messages", anthropic_history.holds, anthropic_history.marks, anthropic_history.read
-    ),
+    file=FileShape(anthropic_history.holds, anthropic_history.marks, anthropic_history.read),
 )
 GEMINI = Api(
     name="gemini",
@@ -190,14 +184,13 @@ GEMINI = Api(
     splice=gemini.splice,
     clean=lambda _: None,
     read_answer=lambda raw, stream: gemini.read_answer(raw, stream=stream),
-    to_chat=gemini.to_chat,
     error_body=gemini.error_body,
     error_shape="Google",
     upstream=GOOGLE,
     serves=gemini.is_gemini_path,
     claims=gemini.claims,
     target=gemini.target,
-    file=FileShape("contents", gemini_history.holds, None, gemini_history.read),
+    file=FileShape(gemini_history.holds, None, gemini_history.read),
 )
 APIS = (CHAT, RESPONSES, ANTHROPIC, GEMINI)
 BY_NAME = {api.name: api for api in APIS}

@@ -426,13 +426,3 @@ def tool_use_id(recorded: str) -> str:
     if _ID.fullmatch(recorded):
         return recorded
     return "toolu_" + hashlib.sha256(recorded.encode()).hexdigest()[:24]
-
-
-# ---- history
-
-
-def to_chat(body: dict[str, Any], source: str) -> list[Any] | None:
-    """A recorded request's messages and system prompt as chat messages."""
-    if not isinstance(body.get("messages"), list):
-        return None
-    return messages_to_chat(body["messages"], source, system=body.get("system"))[0]

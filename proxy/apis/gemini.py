@@ -323,13 +323,3 @@ def error_body(body: dict[str, Any], status: int) -> dict[str, Any]:
         "status": _STATUSES.get(status, "UNKNOWN"),
     }
     return {"error": {**google, **({"replay": inner["replay"]} if "replay" in inner else {})}}
-
-
-# ---- history
-
-
-def to_chat(body: dict[str, Any], source: str) -> list[Any] | None:
-    """A recorded request's contents and system instruction as chat messages."""
-    if not isinstance(body.get("contents"), list):
-        return None
-    return contents_to_chat(body["contents"], source, system=body.get("systemInstruction"))[0]

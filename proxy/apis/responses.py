@@ -370,16 +370,3 @@ def read_answer(raw: bytes, *, stream: bool) -> Assembled:
     message = next((m for m in chat if m.get("role") == "assistant"), None)
     finish = "tool_calls" if message and message.get("tool_calls") else "stop"
     return Assembled(message, finish, body.get("usage"), events, native=body)
-
-
-# ---- history
-
-
-def to_chat(body: dict[str, Any], source: str) -> list[Any] | None:
-    """A recorded request's input items (or input text) and instructions as chat messages."""
-    items = body.get("input")
-    if isinstance(items, str):
-        items = [{"role": "user", "content": items}]
-    if not isinstance(items, list):
-        return None
-    return items_to_chat(items, source, instructions=body.get("instructions"))[0]

@@ -323,8 +323,8 @@ def _generic_document(doc: Any, *, name: str, source: str, digest: str) -> Traje
     if isinstance(doc, dict):
         for api in APIS:  # an object shaped like an API's request (its Api row says which)
             shape = api.file
-            if shape is not None and shape.read is not None and shape.holds(doc):
-                chat, indexes = shape.read(doc[shape.field], source, doc)
+            if shape.read is not None and shape.holds(doc):
+                chat, indexes = shape.read(doc[api.history], source, doc)
                 return trajectory_from_messages(
                     chat, name=name, source=source, fmt=api.name, digest=digest, indexes=indexes
                 )
@@ -424,8 +424,8 @@ def api_of(items: list[Any]) -> Api | None:
         if not isinstance(item, dict):
             continue
         for api in APIS:
-            shape = api.file
-            if shape is not None and shape.marks is not None and shape.marks(item):
+            marks = api.file.marks
+            if marks is not None and marks(item):
                 return api
     return None
 
@@ -434,7 +434,7 @@ def _from_list(items: list[Any], *, name: str, source: str, digest: str, fmt: st
     """A list of chat messages, or of another API's messages (Responses items, Anthropic
     messages)."""
     api = api_of(items)
-    if api is not None and api.file is not None and api.file.read is not None:
+    if api is not None and api.file.read is not None:
         chat, indexes = api.file.read(items, source, {})
         return trajectory_from_messages(
             chat, name=name, source=source, fmt=api.name, digest=digest, indexes=indexes

@@ -17,11 +17,12 @@ The wire shape, invented for the test:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
-from proxy.apis import Api
+from proxy.apis import Api, FileShape
 from proxy.apis.readback import Assembled, sse_events
 from proxy.apis.request import malformed, opened, spliced
 from proxy.replay.content import text_of
@@ -107,10 +108,8 @@ def read_answer(raw: bytes, stream: bool) -> Assembled:
     return Assembled(message, "tool_calls" if done == "calls" else "stop", None, events)
 
 
-def to_chat(body: dict[str, Any], source: str) -> list[Any] | None:
-    turns = body.get("turns")
-    if not isinstance(turns, list):
-        return None
+def to_chat(turns: Sequence[Any], source: str, body: dict[str, Any]) -> tuple[list[Any], list[int]]:
+    """Its history as chat messages, each with the index of the turn it came from."""
     out: list[Any] = []
     for turn in turns:
         role = turn["role"]
@@ -121,7 +120,7 @@ def to_chat(body: dict[str, Any], source: str) -> list[Any] | None:
             out.append({"role": "tool", "tool_call_id": turn["id"], "content": turn["output"]})
         else:
             out.append({"role": role, "content": turn.get("text") or ""})
-    return out
+    return out, list(range(len(out)))
 
 
 def error_body(body: dict[str, Any], status: int) -> dict[str, Any]:
@@ -140,7 +139,7 @@ PLAIN = Api(
     splice=splice,
     clean=lambda _: None,
     read_answer=read_answer,
-    to_chat=to_chat,
+    file=FileShape(lambda _: False, None, to_chat),  # recordings only: no trajectory files
     error_body=error_body,
     error_shape="plain",
 )

@@ -113,6 +113,18 @@ def test_a_session_is_served_its_script_then_goes_live_through_the_new_api(
     # each answer read back through the row's read_answer: the calls as chat messages
     assert recorded[0]["message"]["tool_calls"][0]["id"] == "call_P1"
     assert recorded[2]["message"]["content"] == "Done: notes.txt made."
+    # and its request's conversation read as chat messages through the row, as a recording is
+    history = PLAIN.to_chat(recorded[2]["request"], "recorded")
+    assert history is not None
+    assert [m["role"] for m in history] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
+    assert history[4]["tool_calls"][0]["id"] == "call_P2"
 
 
 def test_a_divergence_and_a_malformed_body_are_answered_in_the_new_apis_error_shape(
