@@ -10,7 +10,8 @@ the command's raw output); it is dropped.
 - Chat models (the default `litellm` tool-calling model, and the text-based ones): each message is
   a chat message already (version 2: the model's own message dump; 1.x: role and content); kept as
   they are: content, tool_calls (ids kept: parallel calls), tool_call_id, reasoning_content. What
-  the message lacks is taken from `extra.response` (1.x keeps reasoning_content only there).
+  the message lacks is taken from `extra.response` (1.x keeps reasoning_content only there; 1.x's
+  OpenRouterModel keeps OpenRouter's raw answer, whose reasoning is `message.reasoning`).
 - Responses models (`litellm_response`, ...): an assistant message is the whole Responses API
   response (`"object": "response"`): its `output` items, with the `function_call_output` items and
   the system and user messages around them, are read as Responses items (apis/responses_history.py).
@@ -106,17 +107,25 @@ def _chat(message: dict[str, Any], source: str, index: int) -> dict[str, Any]:
     for key in ("tool_calls", "reasoning_content"):
         if key not in out and sent.get(key):
             out[key] = sent[key]
-    if "reasoning_content" not in out:
-        blocks = message.get("thinking_blocks") or sent.get("thinking_blocks") or []
-        thinking = [b.get("thinking") for b in blocks if isinstance(b, dict)]
-        if text := "\n\n".join(t for t in thinking if isinstance(t, str) and t):
-            out["reasoning_content"] = text
+    if "reasoning_content" not in out and (said := _said_reasoning(message, sent)):
+        out["reasoning_content"] = said
     if not out.get("tool_calls"):
         out.pop("tool_calls", None)
     response = (message.get("extra") or {}).get("response")
     if isinstance(response, dict):  # the raw completion litellm returned: what it cost, and when
         out["usage"], out["created"] = response.get("usage"), response.get("created")
     return out
+
+
+def _said_reasoning(message: dict[str, Any], sent: dict[str, Any]) -> str | None:
+    """Reasoning kept elsewhere than reasoning_content: Anthropic's thinking blocks (litellm), or
+    OpenRouter's `reasoning` (1.x's OpenRouterModel keeps OpenRouter's raw answer)."""
+    blocks = message.get("thinking_blocks") or sent.get("thinking_blocks") or []
+    thinking = [b.get("thinking") for b in blocks if isinstance(b, dict)]
+    if text := "\n\n".join(t for t in thinking if isinstance(t, str) and t):
+        return text
+    reasoning = sent.get("reasoning")
+    return reasoning if isinstance(reasoning, str) and reasoning else None
 
 
 def _response_message(extra: Any) -> dict[str, Any]:

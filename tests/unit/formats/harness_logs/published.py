@@ -45,6 +45,7 @@ PUBLISHED: list[tuple[Reader, str]] = [
     (mini_swe_agent.READER, "mini-swe-agent/textbased.traj.json"),
     (mini_swe_agent.READER, "mini-swe-agent/responses.traj.json"),
     (mini_swe_agent.READER, "mini-swe-agent/v1.traj.json"),
+    (mini_swe_agent.READER, "mini-swe-agent/v1-openrouter.traj.json"),
     (mini_swe_agent.READER, "mini-swe-agent/e2e-replay.traj.json"),
     (nemo_gym.READER, "nemo-gym/xlam_fc.jsonl"),
     (nemo_gym.READER, "nemo-gym/blackjack.jsonl"),

@@ -95,3 +95,18 @@ def test_a_1x_file_from_before_trajectory_format_is_of_the_format() -> None:
     early = values("mini-swe-agent/v1.traj.json")
     del early["trajectory_format"]  # 1.x before the field, with exit_status and model_stats
     assert READER.miss(early) is None
+
+
+def test_1x_through_openrouter_reads_the_reasoning_openrouter_returned() -> None:
+    # OpenRouterModel keeps OpenRouter's raw answer: its reasoning is in message.reasoning there
+    t = read(values("mini-swe-agent/v1-openrouter.traj.json"))
+    assert [turn.index for turn in t.turns] == [2, 4, 6]
+    assert [turn.reasoning for turn in t.turns] == [
+        "The task mentions greeting files; list the repository before touching anything.",
+        "existing.txt holds the old value: replace it in place and create created.txt.",
+        None,  # the last call returned no reasoning
+    ]
+    # reasoning is the turn's own, never part of the text a harness is served
+    assert t.turns[0].text == "THOUGHT: look at the files first.\n\n```bash\nls -a\n```"
+    assert all("greeting files;" not in turn.text for turn in t.turns)
+    assert "the end of the run" in notes(t)[7]
