@@ -29,16 +29,24 @@ def _text(content: Any) -> str:
 
 
 def nemo_gym(path: Path) -> list[Steps]:
-    """Each line: input then output. A model call is a run of reasoning, function_call and
-    assistant message items; an item with its own generation_token_ids after another one that had
-    them is the next call. Assistant text before the first user message (and before any call) is
-    the environment's greeting; an empty call is replayed only as the last answer of the run."""
+    """Each line: input then output; with transitions (response.contains_transitions), the last
+    transition alone, the conversation as the model was last sent it; a summary row without
+    responses_create_params, its trajectory.output. A model call is a run of reasoning,
+    function_call and assistant message items; an item with its own generation_token_ids after
+    another one that had them is the next call. Assistant text before the first user message (and
+    before any call) is the environment's greeting; an empty call is replayed only as the last
+    answer of the run."""
     out = []
     for row in _jsonl(path):
-        given = row["responses_create_params"].get("input") or []
-        if isinstance(given, str):
-            given = [{"role": "user", "content": given}]
-        items = [*given, *(row.get("response") or {}).get("output", [])]
+        if "responses_create_params" not in row:
+            items = list(row["trajectory"]["output"])
+        elif (row.get("response") or {}).get("contains_transitions") and row["response"]["output"]:
+            items = list(row["response"]["output"][-1])
+        else:
+            given = row["responses_create_params"].get("input") or []
+            if isinstance(given, str):
+                given = [{"role": "user", "content": given}]
+            items = [*given, *(row.get("response") or {}).get("output", [])]
         users = [k for k, it in enumerate(items) if it.get("role") == "user"]
         first_user = users[0] if users else len(items)
         calls: list[dict[str, Any]] = []

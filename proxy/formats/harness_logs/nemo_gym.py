@@ -16,6 +16,17 @@ file (the inputs of a collection), not rollouts: an error says so. A line that c
 left out with its line number and reason while the others load. Notes name an item as
 `line N, response.output[K]`. The reward, the verifier's fields and NeMo-Gym's bookkeeping
 (`_ng_*`, `agent_ref`, token ids on the items) are not turns: they are not read.
+
+Two other shapes of a line:
+
+- Transitions (`response.contains_transitions` true: the aviary, toolsandbox and verifiers
+  agents): `response.output` is a list of lists, each the conversation so far as the model was
+  sent it, so the last is the whole run and is the conversation (not `input`: the verifiers agent
+  sends its environment's own prompt). Lists without that flag are refused (which is the run is
+  not said), and so is a transition that is not the start of the last one (compared by role, text
+  and call): the transitions are then not cumulative, and the last is not the whole run.
+- Summary rows with no `responses_create_params` (published beside benchmarks, e.g. deepswe):
+  `trajectory.output` holds the run's items, read alone (`trajectory.usage` is the whole run's).
 """
 
 from __future__ import annotations
@@ -25,11 +36,13 @@ from typing import Any
 from proxy.apis.responses_history import ASSISTANT_SIDE, items_to_chat
 from proxy.errors import LoadError
 from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
+from proxy.replay.content import text_of
 
 EXPECTED = (
     'NeMo-Gym rollouts: one JSON object per line with "responses_create_params" holding "input", '
-    'and a "response" holding "output"'
+    'and a "response" holding "output" (or a "trajectory" holding "output")'
 )
+NOT_COMPARED = frozenset({"id", "status", "prompt_token_ids", "generation_token_ids"})
 
 
 def miss(lines: Lines) -> Miss | None:
@@ -39,8 +52,11 @@ def miss(lines: Lines) -> Miss | None:
     if not isinstance(first, dict):
         return Miss(f"expected {EXPECTED}: {where} is not an object")
     params = first.get("responses_create_params")
+    if params is None and _trajectory_output(first) is not None:
+        return None
     if not isinstance(params, dict):
         marks = int(isinstance(first.get("response"), dict))  # a recording has one too
+        marks += int(isinstance(first.get("trajectory"), dict))
         return Miss(f'expected {EXPECTED}: {where} has no "responses_create_params" object', marks)
     if not isinstance(params.get("input"), list | str):
         return Miss(f'expected {EXPECTED}: {where}: "responses_create_params" has no "input"', 1)
@@ -67,6 +83,8 @@ def _answers(row: Any) -> bool:
         return False
     if isinstance(row.get("response"), dict):
         return True
+    if row.get("responses_create_params") is None and isinstance(row.get("trajectory"), dict):
+        return True  # a summary row (refused by its line if its output is not a list)
     params = row.get("responses_create_params")
     given = params.get("input") if isinstance(params, dict) else None
     return isinstance(given, list) and any(
@@ -76,19 +94,29 @@ def _answers(row: Any) -> bool:
     )
 
 
+def _trajectory_output(row: dict[str, Any]) -> list[Any] | None:
+    trajectory = row.get("trajectory")
+    output = trajectory.get("output") if isinstance(trajectory, dict) else None
+    return output if isinstance(output, list) else None
+
+
+class _Refused(Exception):
+    """A line that cannot be read, and why (its line is prefixed by the caller)."""
+
+
 def _rollout(index: int, row: Any, source: str) -> Converted:
     line = f"line {index + 1}"
     label = str(index + 1)
     if not isinstance(row, dict):
         return _refused(label, f"{line} is not a JSON object")
     params, response = row.get("responses_create_params"), row.get("response")
+    if params is None and isinstance(row.get("trajectory"), dict):
+        output = _trajectory_output(row)
+        if output is None:
+            return _refused(label, f'{line}: "trajectory" has no "output" list')
+        return _read(index, [], output, "trajectory.output", None, source)
     if not isinstance(params, dict):
         return _refused(label, f'{line} has no "responses_create_params" object')
-    output: Any = []
-    if response is not None:
-        if not isinstance(response, dict) or not isinstance(response.get("output"), list):
-            return _refused(label, f'{line}: "response" has no "output" list')
-        output = response["output"]
     given = params.get("input")
     if isinstance(given, str):
         given = [{"role": "user", "content": given}]
@@ -99,13 +127,40 @@ def _rollout(index: int, row: Any, source: str) -> Converted:
     instructions = params.get("instructions")
     if not isinstance(instructions, str):
         instructions = None
+    if response is None:
+        return _read(index, given, [], "response.output", None, source, instructions)
+    if not isinstance(response, dict) or not isinstance(response.get("output"), list):
+        return _refused(label, f'{line}: "response" has no "output" list')
+    try:
+        last = _last_transition(response)
+    except _Refused as exc:
+        return _refused(label, f"{line}, {exc}")
+    if last is None:
+        return _read(
+            index, given, response["output"], "response.output", response, source, instructions
+        )
+    # the last transition is the whole conversation as the model was sent it
+    whole = f"response.output[{last}]"
+    return _read(index, [], response["output"][last], whole, response, source, instructions)
+
+
+def _read(
+    index: int,
+    given: list[Any],
+    output: list[Any],
+    where: str,
+    response: dict[str, Any] | None,
+    source: str,
+    instructions: str | None = None,
+) -> Converted:
+    label = str(index + 1)
     try:
         messages, indexes = items_to_chat([*given, *output], source, instructions=instructions)
     except LoadError as exc:  # its index is the item's position in input + output
-        where = _place(index, exc.index if exc.index is not None else 0, len(given))
-        return _refused(label, f"{where}: {exc.reason}")
-    places = {k: _place(index, k, len(given)) for k in indexes}
-    if isinstance(response, dict):  # the response's usage and time are its last model call's
+        place = _place(index, exc.index if exc.index is not None else 0, len(given), where)
+        return _refused(label, f"{place}: {exc.reason}")
+    places = {k: _place(index, k, len(given), where) for k in indexes}
+    if response is not None:  # the response's usage and time are its last model call's
         last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
         if last is not None:
             last["usage"] = response.get("usage")
@@ -113,12 +168,71 @@ def _rollout(index: int, row: Any, source: str) -> Converted:
     return Converted(messages, indexes, label=label, places=places)
 
 
-def _place(line: int, k: int, given: int) -> str:
+def _last_transition(response: dict[str, Any]) -> int | None:
+    """The index of the last transition when `response.output` is transitions (None: it is
+    items), after checking they are the conversation so far; else _Refused saying why not."""
+    output: list[Any] = response["output"]
+    flag = response.get("contains_transitions")
+    lists = [isinstance(o, list) for o in output]
+    if not any(lists):
+        if flag is True and output:
+            raise _Refused(
+                "response.output[0]: is an item, but response.contains_transitions says the "
+                "output is transitions (lists)"
+            )
+        return None
+    if not all(lists):
+        raise _Refused(
+            f"response.output[{lists.index(False)}]: is an item among transitions (lists): an "
+            "output is either items or transitions"
+        )
+    if flag is not True:  # NeMo-Gym says which it is; a list is not taken for the run unasked
+        raise _Refused(
+            f"response.output[{lists.index(True)}]: is a list, not an item, and "
+            "response.contains_transitions does not say the output is transitions"
+        )
+    last = len(output) - 1
+    whole = [_key(item) for item in output[last]]
+    for k, transition in enumerate(output[:-1]):
+        keys = [_key(item) for item in transition]
+        if keys != whole[: len(keys)]:
+            at = _parting(keys, whole)
+            raise _Refused(
+                f"response.output[{k}][{at}]: differs from response.output[{last}][{at}]: the "
+                "transitions are not cumulative, so the last is not the whole run"
+            )
+    return last
+
+
+def _key(item: Any) -> Any:
+    """What two copies of an item in successive transitions share: a message's role and text
+    (the agent may resend an output message as an input one), a call's id, name and arguments."""
+    if not isinstance(item, dict):
+        return ("not an item", item)
+    kind = item.get("type") or "message"
+    if kind == "message":
+        return (kind, item.get("role"), text_of(item.get("content")))
+    if kind == "function_call":
+        return (kind, item.get("call_id"), item.get("name"), item.get("arguments"))
+    if kind == "function_call_output":
+        return (kind, item.get("call_id"), text_of(item.get("output")))
+    return (kind, {k: v for k, v in item.items() if k not in NOT_COMPARED})
+
+
+def _parting(shorter: list[Any], longer: list[Any]) -> int:
+    """Where `shorter` stops being the start of `longer`."""
+    for k, key in enumerate(shorter):
+        if k >= len(longer) or key != longer[k]:
+            return k
+    return len(shorter)
+
+
+def _place(line: int, k: int, given: int, where: str = "response.output") -> str:
     if k < 0:
         return f"line {line + 1}, responses_create_params.instructions"
     if k < given:
         return f"line {line + 1}, responses_create_params.input[{k}]"
-    return f"line {line + 1}, response.output[{k - given}]"
+    return f"line {line + 1}, {where}[{k - given}]"
 
 
 def _refused(label: str, reason: str) -> Converted:

@@ -12,9 +12,11 @@ from proxy.errors import LoadError
 from proxy.formats import read_with
 from proxy.formats.harness_logs.nemo_gym import READER, SINGLE
 from proxy.replay.trajectory import Trajectory
+from tests.conftest import ROOT
 from tests.unit.formats.harness_logs.published import LOGS, encoded, read_all, values
 
 HERE = LOGS / "nemo-gym"
+CORPUS = ROOT / "tests/fixtures/corpus/nemo-gym"
 
 
 def rows(name: str) -> list[Any]:
@@ -135,9 +137,10 @@ def test_labels_are_file_line_numbers_and_a_cut_off_last_line_is_left_out() -> N
             lambda r: {**r, "responses_create_params": {"input": ["text"]}},
             "line 4, responses_create_params.input[0]: item is not a JSON object",
         ),
-        (  # cumulative transitions (verifiers, aviary): which list is the run is not recorded
+        (  # lists are transitions only when NeMo-Gym says so (contains_transitions)
             lambda r: {**r, "response": {"output": [[{"role": "user", "content": "hi"}]]}},
-            "line 4, response.output[0]: is a list, not an item",
+            "line 4, response.output[0]: is a list, not an item, and "
+            "response.contains_transitions does not say the output is transitions",
         ),
     ],
 )
@@ -189,3 +192,145 @@ def test_a_broken_first_line_is_left_out_like_any_other() -> None:
     # a line whose params are not an object cannot crash the check for answers
     with pytest.raises(LoadError):
         read([{"responses_create_params": {"input": "hi"}}, {"responses_create_params": "oops"}])
+
+
+def corpus(name: str) -> list[Any]:
+    return [json.loads(line) for line in (CORPUS / name).read_text().splitlines()]
+
+
+def test_transitions_are_read_as_their_last_the_whole_conversation() -> None:
+    # aviary's agent (return_transitions): each transition is its whole input so far
+    found = read_bytes((CORPUS / "aviary.jsonl").read_bytes(), "aviary")
+    assert [t.name for t in found] == ["aviary.1", "aviary.2"]
+    t = found[0]
+    assert t.task is not None and t.task.startswith("Weng earns $12 an hour for babysitting.")
+    assert [[c.id for c in turn.tool_calls] for turn in t.turns] == [
+        ["call_0hWFYwBvZghsoIwtRIYxuFKL"],
+        [],
+    ]
+    assert t.tool_outputs["call_0hWFYwBvZghsoIwtRIYxuFKL"] == "10"
+    assert t.turns[1].final and t.turns[1].text.startswith("Weng earned $10 for 50 minutes")
+    # places name the item in the last transition
+    assert [t.place(turn.index) for turn in t.turns] == [
+        "line 1, response.output[1][1]",
+        "line 1, response.output[1][3]",
+    ]
+    assert not any(n.reason.startswith("left out") for n in t.skipped)
+
+
+def test_verifiers_transitions_resend_the_answers_as_input_and_still_read() -> None:
+    # each step is its prompt (input messages, the earlier answers among them) and its answer
+    [t] = read_bytes((CORPUS / "verifiers_wordle.jsonl").read_bytes(), "wordle")
+    assert t.system is not None and t.system.startswith("You are a competitive game player.")
+    assert [turn.text for turn in t.turns] == ["[crane]", "[crane]"]
+    assert t.text_based
+    [follow_up] = t.turns[1].follow_up
+    assert isinstance(follow_up.content, str)
+    assert follow_up.content.startswith("You attempted an invalid move.")
+
+
+def test_the_conversation_is_the_transition_even_when_the_input_is_another_prompt() -> None:
+    # the verifiers agent runs its environment's own prompt: input is not what the model saw
+    [t] = read_bytes((CORPUS / "verifiers_ifeval.jsonl").read_bytes(), "ifeval")
+    [row] = corpus("verifiers_ifeval.jsonl")
+    given = row["responses_create_params"]["input"][0]["content"]
+    assert given.startswith("Write me a template for a product description")
+    assert t.task is not None and t.task.startswith('Given the sentence "Two young boys')
+    assert [turn.text for turn in t.turns] == ["what are the two young boys holding?"]
+
+
+def test_a_row_of_trajectory_output_without_request_params_is_read() -> None:
+    # deepswe's published rollouts: the items under trajectory.output, no responses_create_params
+    [t] = read_bytes((CORPUS / "deepswe_trajectory.jsonl").read_bytes(), "deepswe")
+    assert t.name == "deepswe.1" and t.format == "nemo-gym"
+    calls = [[c.id for c in turn.tool_calls] for turn in t.turns]
+    assert len(calls) == 37 and all(len(ids) == 1 for ids in calls)
+    assert calls[0] == ["call_wiCBkDB14OvCukg08kvMhfuZ"]
+    assert calls[-1] == ["call_3p4FYZ75Hwc3U0MuekUo1VZM"]
+    assert t.turns[-1].tool_calls[0].arguments == (
+        '{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}'
+    )
+    assert t.turns[0].text.startswith("I\u2019ll start by inspecting the repository layout")
+    assert t.place(t.turns[0].index) == "line 1, trajectory.output[0]"
+    assert t.turns[-1].usage is None  # trajectory.usage is the whole run's, not its last call's
+
+
+def _rewritten(name: str, line: int, change: Any) -> bytes:
+    rows = corpus(name)
+    change(rows[line])
+    return encoded(READER, rows)
+
+
+def _set(path: tuple[Any, ...], value: Any) -> Any:
+    def change(row: Any) -> None:
+        *to, last = path
+        for key in to:
+            row = row[key]
+        row[last] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "reason"),
+    [
+        (  # an earlier transition that is not the start of the last: not the conversation so far
+            "aviary.jsonl",
+            _set(("response", "output", 0, 0, "content"), "another task"),
+            "line 1, response.output[0][0]: differs from response.output[1][0]: the transitions "
+            "are not cumulative, so the last is not the whole run",
+        ),
+        (
+            "aviary.jsonl",
+            _set(("response", "output", 1), {"role": "user", "content": "hi"}),
+            "line 1, response.output[1]: is an item among transitions (lists)",
+        ),
+        (
+            "aviary.jsonl",
+            _set(("response", "contains_transitions"), False),
+            "line 1, response.output[0]: is a list, not an item, and "
+            "response.contains_transitions does not say the output is transitions",
+        ),
+        (  # verifiers resends an answer as an input message: compared by role and text
+            "verifiers_wordle.jsonl",
+            _set(("response", "output", 0, 2, "content", 0, "text"), "[slate]"),
+            "line 1, response.output[0][2]: differs from response.output[1][2]: the transitions "
+            "are not cumulative",
+        ),
+        (
+            "deepswe_trajectory.jsonl",
+            _set(("trajectory", "output"), {"items": []}),
+            'line 1: "trajectory" has no "output" list',
+        ),
+        (
+            "deepswe_trajectory.jsonl",
+            _set(("trajectory", "output", 2), ["nested"]),
+            "line 1, trajectory.output[2]: is a list, not an item",
+        ),
+    ],
+)
+def test_a_shape_read_wrongly_is_refused_with_its_place(
+    name: str, change: Any, reason: str
+) -> None:
+    data = _rewritten(name, 0, change)
+    rows = len(corpus(name))
+    if rows == 1:  # the file's only rollout: the file is an error naming the line and why
+        with pytest.raises(LoadError) as caught:
+            read_bytes(data)
+        assert caught.value.source == "rollouts.jsonl"
+        assert reason in caught.value.reason
+        return
+    found = read_bytes(data)
+    assert [t.name for t in found] == [f"rollouts.{k}" for k in range(2, rows + 1)]
+    [note] = [n for n in found[0].skipped if n.reason.startswith("left out")]
+    assert note.where == "line 1" and reason in note.reason
+
+
+def test_contains_transitions_over_items_is_refused() -> None:
+    lines = rows("xlam_fc.jsonl")
+    lines[0]["response"]["contains_transitions"] = True
+    found = read(lines)
+    [note] = [n for n in found[0].skipped if n.reason.startswith("left out")]
+    assert "line 1, response.output[0]: is an item, but response.contains_transitions" in (
+        note.reason
+    )
