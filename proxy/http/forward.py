@@ -34,6 +34,14 @@ async def forward(request: Incoming, runtime: Runtime, *, api: Api | None) -> Re
         or session_header(request.headers, runtime.settings.session_header)
         or NO_SESSION
     )
+    values = upstream = None
+    target = runtime.upstream.target
+    if target is not None and not runtime.strict:  # an upstream per session
+        values = {"session": session, "trajectory": request.trajectory or ""}
+        # refused before anything is recorded: a value that is not a name (where() fills it),
+        # a query that names a parameter the template sets
+        upstream = runtime.upstream.where(values)
+        target.own(request.query)
     body = None  # read only to record it, or to compare it in strict mode
     if runtime.strict or runtime.recorder is not None or runtime.dumper is not None:
         body = await asyncio.to_thread(_parsed, request) if request.large else _parsed(request)
@@ -54,11 +62,7 @@ async def forward(request: Incoming, runtime: Runtime, *, api: Api | None) -> Re
         source = "upstream"
         if tap is not None:
             tap.exchange.source = source
-        values = None
-        if runtime.upstream.target is not None:  # an upstream per session
-            values = {"session": session, "trajectory": request.trajectory or ""}
-            if tap is not None:
-                tap.exchange.upstream = runtime.upstream.where(values)
+            tap.exchange.upstream = upstream
         response = await relay.forward(
             runtime,
             request,

@@ -17,6 +17,7 @@ from starlette.types import Receive, Scope
 from proxy.errors import BadRequest, ClientClosedRequest, PayloadTooLarge, TooDeep
 from proxy.http.prefix import Named
 from proxy.nesting import TOO_DEEP, deep_read, too_deep
+from proxy.upstream.template import refuse_dot_segments
 
 OFF_LOOP = 256 * 1024  # a body larger than this is parsed in a thread (1-2 ms on the loop at most)
 # never put on the upstream's request line as they are: a space or CR LF there splits a request
@@ -110,6 +111,10 @@ async def receive_request(scope: Scope, receive: Receive, limit: int, headers: H
             "path and query as they came, so they must be percent-encoded",
             param="path",
         )
+    # a "." or ".." segment (or %2e, %2F around one) could climb out of the upstream's base
+    # path, into another session's; most paths hold neither a dot nor a percent sign
+    if b"." in raw_path or b"%" in raw_path:
+        refuse_dot_segments(raw_path.decode("latin-1"))
     raw = scope["headers"]
     declared = headers.raw(b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:

@@ -29,7 +29,7 @@ from proxy.upstream.dialect import OPENAI, Dialect
 from proxy.upstream.headers import request_headers, swap_query_key, via
 from proxy.upstream.passthrough import OnComplete, PassThrough
 from proxy.upstream.pool import Pool, display, forward_proxy, open_session
-from proxy.upstream.template import Target, fields, parse_header
+from proxy.upstream.template import Target, fields, parse_header, refuse_dot_segments
 
 READ_WHOLE = 1024 * 1024  # a sized answer up to this is read whole before it is passed on
 
@@ -95,16 +95,21 @@ class Upstream:
     ) -> URL:
         """/v1/chat/completions -> {base path}/chat/completions: the base URL already ends in /v1.
         A dialect that keeps the version (Gemini's /v1beta/..., /v1alpha/...) goes under the base
-        URL's root: a base path ending in /v1 loses that /v1."""
+        URL's root: a base path ending in /v1 loses that /v1. A BadRequest, before anything is
+        sent, for a path with a "." or ".." segment (it could climb out of the base path), and,
+        for an upstream per session, for a query naming a parameter the template sets or a value
+        that is not a name."""
         if self.base_url is None:
             raise NoUpstream(
                 "this proxy has no upstream configured (--upstream), so a request that is not "
                 "answered from a script cannot be served"
             )
+        refuse_dot_segments(raw_path)  # the front refused these already: here for every caller
         prefix = self._prefix
         if self.target is not None:
             prefix, base_query = self.target.base(values or {})
             if base_query:
+                self.target.own(query)
                 query = f"{base_query}&{query}" if query else base_query
         if dialect.keeps_version:
             prefix = prefix.removesuffix("/v1")

@@ -126,6 +126,31 @@ async def test_a_target_that_could_split_the_upstream_request_line_is_refused(
         await receive_request(scope(raw_path, query), messages(piece(b"{}")), 100, Headers(RAW))
 
 
+@pytest.mark.parametrize(
+    "raw_path",
+    [
+        b"/v1/../../victim/v1/models",
+        b"/v1/%2e%2E/x",
+        b"/v1/./models",
+        b"/v1/x%2F..%2Fy",
+        b"/v1beta/models/%2E%2E/%2E%2E/x:generateContent",
+    ],
+)
+async def test_a_path_with_a_dot_segment_is_refused_before_the_body_is_read(
+    raw_path: bytes,
+) -> None:
+    # no body message at all: it is refused on the path alone, before anything else happens
+    with pytest.raises(BadRequest, match=r"holds a '\.' or '\.\.' segment") as refused:
+        await receive_request(scope(raw_path), messages(), 100, Headers(RAW))
+    assert refused.value.param == "path" and repr(raw_path.decode()) in refused.value.message
+
+
+async def test_dots_inside_a_segment_are_read_as_usual() -> None:
+    path = b"/v1beta/models/gemini-2.5-flash%3AgenerateContent"
+    got = await receive_request(scope(path), messages(piece(b"{}")), 100, Headers(RAW))
+    assert got.raw_path == path.decode()
+
+
 async def test_a_declared_length_over_the_limit_is_refused_before_the_body_is_read() -> None:
     headers = Headers([(b"content-length", b"5000")])
     with pytest.raises(PayloadTooLarge, match="has 5000 bytes; the limit is 100"):

@@ -197,7 +197,7 @@ def test_an_upstream_that_closes_after_reading_a_post_gets_it_once_and_the_calle
         # a request line of the caller's choosing, were %0d%0a decoded on the way
         "/v1/models%20HTTP/1.1%0d%0aHost:%20x%0d%0a%0d%0aGET%20/v1/secret",
         "/v1/files/a%2Fb%3Fc%23d%C3%A9/content?after=x%26y&q=%3F",
-        "/v1/models/%2e%2e%2fadmin",
+        "/v1/models/v%2e1%2e%2e%2fadmin",  # encoded dots inside a segment: no "." or ".." one
     ],
 )
 def test_a_percent_encoded_target_goes_upstream_exactly_as_it_came(
@@ -213,6 +213,17 @@ def test_a_percent_encoded_target_goes_upstream_exactly_as_it_came(
     assert answer.startswith(b"HTTP/1.1 200")
     [only] = up.requests  # one request: nothing was split off it
     assert only.target == target and only.method == "GET"
+
+
+def test_a_target_with_a_dot_segment_never_reaches_the_upstream(proxy: ProxyFactory) -> None:
+    # a server that resolves it would take the request out of the base path (issue 42)
+    with RawUpstream(answering()) as up, proxy(upstream=up.url) as url:
+        for bad in (b"/v1/models/%2e%2e%2fadmin", b"/v1/../admin", b"/v1/%2E/models"):
+            head = b" HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+            answer = raw_exchange(url, b"GET " + bad + head)
+            assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+            assert b"segment" in answer and bad in answer
+    assert up.requests == []
 
 
 def test_a_target_with_a_space_or_a_control_character_never_reaches_the_upstream(
