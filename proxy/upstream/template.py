@@ -10,6 +10,8 @@ A training pipeline's policy gateway keys each rollout's calls by an id of its o
 - a client's query may not name a parameter the template's query sets (a gateway that reads the
   last `sid=` would take the client's), and no path with a "." or ".." segment goes upstream
   (a gateway that resolves them would take the call out of the session's base path).
+The start-up checks' messages name the value, not the flag: serve.py puts the flag (or the
+environment variable) before them.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def fields(text: str) -> set[str]:
 
 
 def check(text: str, where: str) -> None:
-    """Only {session} and {trajectory}, and no brace left over."""
+    """Only {session} and {trajectory}, and no brace left over. `where` names the text (not the
+    flag, which the caller's report puts first)."""
     unknown = fields(text) - set(FIELDS)
     if unknown:
         raise ValueError(
@@ -50,12 +53,12 @@ def check(text: str, where: str) -> None:
 
 
 def check_url(url: str) -> None:
-    check(url, "--upstream")
+    check(url, repr(url))
     parts = urlsplit(url)
     if fields(parts.netloc) or "{" in parts.scheme:
         raise ValueError(
-            f"--upstream {url!r}: {{session}} and {{trajectory}} may stand in its path or query "
-            "only, never in its host: a session must not choose where its calls go"
+            f"{url!r}: {{session}} and {{trajectory}} may stand in its path or query only, never "
+            "in its host: a session must not choose where its calls go"
         )
 
 
@@ -64,10 +67,10 @@ def parse_header(spec: str) -> tuple[str, str]:
     name, colon, value = spec.partition(":")
     name, value = name.strip(), value.strip()
     if not colon or not _HEADER_NAME.fullmatch(name):
-        raise ValueError(f"--upstream-header {spec!r}: expected 'Name: value'")
+        raise ValueError(f"{spec!r}: expected 'Name: value'")
     if _UNSAFE_VALUE.search(value):
-        raise ValueError(f"--upstream-header {spec!r}: the value holds a control character")
-    check(value, f"--upstream-header {name}")
+        raise ValueError(f"{spec!r}: the value holds a control character")
+    check(value, repr(spec))
     return name.lower(), value
 
 

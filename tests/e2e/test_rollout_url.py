@@ -2,9 +2,10 @@
 
 mini-swe-agent (its config takes an api_base and a key, nothing else) replays the recorded steps
 for real, then its live calls reach a gateway stand-in under the rollout's own id
-(--upstream 'http://gateway/sessions/{session}/v1').
+(--upstream 'http://gateway/sessions/{session}/v1'). A template that cannot work stops start-up
+saying why, with its flag (or environment variable) named once.
 
-Marked `harness`: `pytest -m "not harness"` skips them locally; .ci/run runs them.
+The harness run is marked `harness`: `pytest -m "not harness"` skips it locally; .ci/run runs it.
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ import httpx
 import pytest
 
 from tests.conftest import ProxyFactory
+from tests.e2e.test_cli import run as run_cli
 from tests.e2e.test_harnesses import TASK, harness_logs, installed, live_answer, trajectory
 from tests.helpers.harness.recipes import RECIPES, assert_rebuilt, finished_its_own_way, run
 from tests.helpers.servers import FakeUpstream, running
 
-pytestmark = pytest.mark.harness
-
 __all__ = ["harness_logs"]  # the fixture, shared with test_harnesses.py
 
 
+@pytest.mark.harness
 def test_a_harness_with_only_a_base_url_replays_then_reaches_the_gateway_as_its_rollout(
     proxy: ProxyFactory, tmp_path: Path, write_trajectory: Any, harness_logs: Path
 ) -> None:
@@ -48,3 +49,57 @@ def test_a_harness_with_only_a_base_url_replays_then_reaches_the_gateway_as_its_
     assert session["live_upstream"] == gateway + "/sessions/rollout-42/v1", why
     live = [r.path for r in fake.requests]
     assert live and set(live) == {"/sessions/rollout-42/v1/chat/completions"}, why
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (
+            ("--upstream", "http://gw/{rollout}/v1"),
+            {},
+            "--upstream: 'http://gw/{rollout}/v1': {rollout} is not a field; the fields are "
+            "{session} and {trajectory}",
+        ),
+        (
+            ("--upstream", "http://gw/{session/v1"),
+            {},
+            "--upstream: 'http://gw/{session/v1': a brace that opens no field ({session}, "
+            "{trajectory})",
+        ),
+        (
+            ("--upstream", "http://{session}.gw/v1"),
+            {},
+            "--upstream: 'http://{session}.gw/v1': {session} and {trajectory} may stand in its "
+            "path or query only, never in its host: a session must not choose where its calls go",
+        ),
+        (
+            ("--upstream", "http://gw/v1", "--upstream-header", "no colon"),
+            {},
+            "--upstream-header: 'no colon': expected 'Name: value'",
+        ),
+        (
+            ("--upstream", "http://gw/v1", "--upstream-header", "X-Id: a\tb"),
+            {},
+            "--upstream-header: 'X-Id: a\\tb': the value holds a control character",
+        ),
+        (
+            ("--upstream", "http://gw/v1", "--upstream-header", "X-Id: {sid}"),
+            {},
+            "--upstream-header: 'X-Id: {sid}': {sid} is not a field; the fields are {session} "
+            "and {trajectory}",
+        ),
+        (
+            (),
+            {"REPLAY_PROXY_UPSTREAM": "http://gw/{rollout}/v1"},
+            "REPLAY_PROXY_UPSTREAM: 'http://gw/{rollout}/v1': {rollout} is not a field; the "
+            "fields are {session} and {trajectory}",
+        ),
+    ],
+)
+def test_a_bad_template_stops_start_up_naming_its_flag_once(
+    args: tuple[str, ...], env: dict[str, str], says: str
+) -> None:
+    # serve.py names the flag (or the variable); the template's own words name the value only
+    stopped = run_cli("serve", "--port", "0", *args, env=env)
+    assert stopped.returncode == 2
+    assert stopped.stderr.splitlines() == [f"replay-proxy: {says}"]

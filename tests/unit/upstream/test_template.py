@@ -5,6 +5,8 @@ the template sets."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from proxy.errors import BadRequest
@@ -31,6 +33,27 @@ def test_only_session_and_trajectory_are_fields() -> None:
     check("/sessions/{session}/t/{trajectory}/v1", "--upstream")
     with pytest.raises(ValueError, match=r"--upstream: \{rollout\} is not a field"):
         check("/sessions/{rollout}/v1", "--upstream")
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (lambda: check_url("http://x/{bad}/v1"), "'http://x/{bad}/v1': {bad} is not a field"),
+        (lambda: check_url("http://x/{session"), "'http://x/{session': a brace that opens no"),
+        (lambda: check_url("http://{session}.x/v1"), "'http://{session}.x/v1': {session} and"),
+        (lambda: parse_header("nocolon"), "'nocolon': expected 'Name: value'"),
+        (lambda: parse_header("X-A: a\tb"), "'X-A: a\\tb': the value holds a control"),
+        (lambda: parse_header("X-A: {user}"), "'X-A: {user}': {user} is not a field"),
+    ],
+)
+def test_a_start_up_message_names_the_value_and_leaves_the_flag_to_its_reporter(
+    bad: Callable[[], object], says: str
+) -> None:
+    # serve.py puts "--upstream: " (or the environment variable) before it: said once
+    with pytest.raises(ValueError) as refused:
+        bad()
+    message = str(refused.value)
+    assert message.startswith(says) and "--upstream" not in message
 
 
 @pytest.mark.parametrize("text", ["/s/{session/v1", "/s/session}/v1", "/s/{{session}}/v1"])
