@@ -5,8 +5,10 @@ they stay loaded. A trajectory bound to many sessions is held once.
 
 What comes later (a file put into --trajectory-dir and named by x-replay-trajectory, a script PUT
 through the admin API) is parsed in a thread, once however many requests ask for it at the same
-time, and kept in a cache bounded by bytes (proxy.sessions.cache). A file that fails to load is
-refused with its reason until it changes; a link that leads out of the folder is never followed.
+time, and kept in a cache bounded by bytes (proxy.sessions.cache). A file of several rollouts is
+named as at start-up, `NAME.LINE`: asking for one parses the file once and keeps all of them, as
+one entry of the file's size. A file that fails to load is refused with its reason until it
+changes; a link that leads out of the folder is never followed.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from proxy.errors import LoadError, TrajectoryUnusable
-from proxy.formats import load_all, load_bytes, load_file, trajectory_name
+from proxy.formats import load_all, load_bytes, trajectory_name
 from proxy.names import inside, is_valid_name
 from proxy.replay.trajectory import Trajectory
 from proxy.sessions.cache import TrajectoryCache
@@ -115,27 +117,44 @@ class Library:
         return self._by_name.get(name)
 
     async def find(self, name: str) -> Trajectory | None:
-        """By name, including a file put into --trajectory-dir after start-up."""
+        """By name, including a file put into --trajectory-dir after start-up: NAME.json (or
+        .jsonl, .traj), else rollout LINE of a file of several, NAME.jsonl for NAME.LINE."""
         found = self._by_name.get(name)
         if found is not None or self.folder is None or not is_valid_name(name):
             return found
-        found = self.cache.get(("file", name))
-        if found is not None:
-            return found
-        for suffix in SUFFIXES:
-            path = self.folder / f"{name}{suffix}"
-            if path.is_file() or path.is_symlink():
-                return await self._once(("file", name), partial(self._load_late, path, name))
+        stem, _, label = name.rpartition(".")
+        for file_stem in [name, stem] if stem and label.isdigit() else [name]:
+            held = self.cache.get_all(("file", file_stem))
+            if held is None:
+                path = self._late_path(file_stem)
+                if path is None:
+                    continue
+                load = partial(self._load_late, path, file_stem)
+                held = await self._once(("file", file_stem), load)
+            found = _chosen(held, name, file_stem)
+            if found is not None:
+                return found
         return None
 
-    async def _load_late(self, path: Path, name: str) -> Trajectory:
-        trajectory, size = await asyncio.to_thread(self._read_late, path, name)
-        self.cache.put(("file", name), trajectory, size)
-        log.info("loaded %s: %d turns from %d bytes", path, len(trajectory.turns), size)
-        return trajectory
+    def _late_path(self, stem: str) -> Path | None:
+        assert self.folder is not None
+        for suffix in SUFFIXES:
+            path = self.folder / f"{stem}{suffix}"
+            if path.is_file() or path.is_symlink():
+                return path
+        return None
 
-    def _read_late(self, path: Path, name: str) -> tuple[Trajectory, int]:
-        """In a thread: the file's trajectory and size, unless it failed before as it is now."""
+    async def _load_late(self, path: Path, stem: str) -> tuple[Trajectory, ...]:
+        held, size = await asyncio.to_thread(self._read_late, path, stem)
+        self.cache.put(("file", stem), held, size)
+        turns = sum(len(t.turns) for t in held)
+        log.info(
+            "loaded %s: %d turns in %d trajectories from %d bytes", path, turns, len(held), size
+        )
+        return held
+
+    def _read_late(self, path: Path, name: str) -> tuple[tuple[Trajectory, ...], int]:
+        """In a thread: the file's trajectories and size, unless it failed before as it is now."""
         if not inside(self.folder, path):
             raise TrajectoryUnusable(f"x-replay-trajectory: {path}: {_LINK_OUT}")
         try:
@@ -147,14 +166,14 @@ class Library:
         if failed is not None and failed[0] == version:
             raise TrajectoryUnusable(failed[1])  # the same file failed before: not parsed again
         try:
-            trajectory = load_file(path)
+            held = tuple(load_all(path))  # a file of rollouts: all of them, in one parse
         except LoadError as exc:
             reason = f"x-replay-trajectory: trajectory {name!r} cannot be loaded: {exc}"
             self._failed[path] = (version, reason)
             log.warning("%s (refused until the file changes)", reason)
             raise TrajectoryUnusable(reason) from None
         self._failed.pop(path, None)
-        return trajectory, stat.st_size
+        return held, stat.st_size
 
     async def _once(self, key: Hashable, load: Callable[[], Awaitable[T]]) -> T:
         """One load per key in flight: concurrent requests for it wait for the same one."""
@@ -189,6 +208,21 @@ class Library:
             return await self.admin(data, session) if data is not None else None
 
         return await self._once(("admin", digest), load)
+
+
+def _chosen(held: tuple[Trajectory, ...], name: str, stem: str) -> Trajectory | None:
+    """The trajectory `name` of what file `stem` held (a file of one: its one)."""
+    if name == stem and len(held) == 1:
+        return held[0]
+    found = next((t for t in held if t.name == name), None)
+    if found is None and name == stem:  # the file of several itself: which rollout is not said
+        names = ", ".join(t.name for t in held[:3])
+        raise TrajectoryUnusable(
+            f"x-replay-trajectory: {name!r} is a file of {len(held)} trajectories ({names}, ...), "
+            f"one per rollout, each named by its line: name one of them, {held[0].name} for the "
+            "first"
+        )
+    return found
 
 
 _LINK_OUT = (

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from proxy.formats import load_file
+from proxy.formats import load_all, load_file
 from proxy.replay.trajectory import Trajectory
 from proxy.sessions.cache import TrajectoryCache
 
 GREETING = Path(__file__).parents[3] / "examples" / "greeting.json"
+# five NeMo-Gym rollouts, one per line (tests/fixtures/harness_logs/nemo-gym/README.md)
+ROLLOUTS = Path(__file__).parents[2] / "fixtures" / "harness_logs" / "nemo-gym" / "xlam_fc.jsonl"
 
 
 def trajectory() -> Trajectory:
@@ -55,3 +57,15 @@ def test_only_files_are_listed_as_files_not_admin_scripts() -> None:
     cache.put(("admin", t.digest), t, 10)
     cache.put(("file", "other"), other, 10)
     assert cache.files() == [other]
+
+
+def test_a_file_of_several_trajectories_is_one_entry_of_its_size() -> None:
+    rollouts, size = load_all(ROLLOUTS), ROLLOUTS.stat().st_size
+    cache, t = TrajectoryCache(limit=size + size // 2), trajectory()
+    cache.put(("file", "lc"), rollouts, size)
+    assert cache.get_all(("file", "lc")) == tuple(rollouts)
+    assert cache.files() == rollouts
+    assert cache.report() == {"entries": 1, "bytes": size, "limit": size + size // 2, "evicted": 0}
+    cache.put(("file", "other"), t, size)  # over the bound: the file goes whole, not one rollout
+    assert cache.get_all(("file", "lc")) is None
+    assert cache.files() == [t] and cache.report()["evicted"] == 1

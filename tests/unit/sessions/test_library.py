@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from proxy.sessions.cache import TrajectoryCache
 from proxy.sessions.library import Library, LibraryError
 
 GREETING = Path(__file__).parents[3] / "examples" / "greeting.json"
+# five NeMo-Gym rollouts, one per line (tests/fixtures/harness_logs/nemo-gym/README.md)
+ROLLOUTS = Path(__file__).parents[2] / "fixtures" / "harness_logs" / "nemo-gym" / "xlam_fc.jsonl"
 
 
 def messages(task: str | None = None) -> list[dict[str, Any]]:
@@ -147,3 +151,37 @@ async def test_an_admin_script_gone_from_the_store_is_none() -> None:
         return None
 
     assert await Library().admin_script("0" * 64, "ses_1", fetch) is None
+
+
+async def test_a_late_file_of_rollouts_is_found_by_each_rollouts_name_in_one_parse(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="proxy.library")
+    library = Library.load([], tmp_path)
+    shutil.copy(ROLLOUTS, tmp_path / "lc.jsonl")  # after start-up
+    second, fifth = await asyncio.gather(library.find("lc.2"), library.find("lc.5"))
+    third = await library.find("lc.3")
+    assert second is not None and fifth is not None and third is not None
+    assert (second.name, third.name, fifth.name) == ("lc.2", "lc.3", "lc.5")
+    assert third.turns[0].tool_calls[0].id == "chatcmpl-tool-cd62ffcc3b58426bb5194edb59d4a752"
+    parsed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("loaded")]
+    assert len(parsed) == 1 and "in 5 trajectories" in parsed[0]  # one parse for every name
+    # one cache entry of the file's size, listed as its five rollouts
+    size = ROLLOUTS.stat().st_size
+    assert library.cache.report() == {"entries": 1, "bytes": size, "limit": 256 << 20, "evicted": 0}
+    assert [t.name for t in library.all()] == [f"lc.{k}" for k in range(1, 6)]
+    # the same trajectories, by the same names, as a start-up load gives
+    at_start = Library.load([], tmp_path).all()
+    assert [(t.name, t.digest) for t in at_start] == [(t.name, t.digest) for t in library.all()]
+    assert await library.find("lc.9") is None  # no such line
+    with pytest.raises(TrajectoryUnusable, match=r"'lc' is a file of 5 trajectories \(lc.1, "):
+        await library.find("lc")
+
+
+async def test_a_file_named_like_a_rollout_is_found_before_the_rollout(tmp_path: Path) -> None:
+    shutil.copy(ROLLOUTS, tmp_path / "lc.jsonl")
+    library = Library([], tmp_path)
+    write(tmp_path, "lc.2.json", messages("the file of its own"))
+    found = await library.find("lc.2")
+    assert found is not None and found.task == "the file of its own"
+    assert (await library.find("lc.3")) is not None  # the rollout file is still read for the rest

@@ -1,21 +1,42 @@
 """Trajectories that come after start-up (a file named by x-replay-trajectory, an admin script):
 loaded once however many ask, a bad file refused with its reason until it changes, links out of
-the folder never followed, and the parsed copies bounded by bytes."""
+the folder never followed, the parsed copies bounded by bytes, and a file of several rollouts
+reached by each rollout's name."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import shutil
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from proxy.sessions.library import Library, LibraryError
-from tests.conftest import ProxyFactory
+from tests.conftest import ROOT, ProxyFactory
 from tests.wire.sessions.test_admin_and_binding import TOOLS, admin, ask, first_call_id, recording
+
+# five NeMo-Gym rollouts, one per line (tests/fixtures/harness_logs/nemo-gym/README.md)
+ROLLOUTS = ROOT / "tests/fixtures/harness_logs/nemo-gym/xlam_fc.jsonl"
+
+
+def rollout_request(line: int) -> tuple[dict[str, Any], str]:
+    """What the harness of rollout `line` sends first, and the call id it recorded, from the raw
+    file."""
+    row = json.loads(ROLLOUTS.read_text().splitlines()[line - 1])
+    params = row["responses_create_params"]
+    messages = [{"role": m["role"], "content": m["content"]} for m in params["input"]]
+    tools = [
+        {"type": "function", "function": {"name": t["name"], "parameters": t["parameters"]}}
+        for t in params["tools"]
+    ]
+    output = row["response"]["output"]
+    call = next(o["call_id"] for o in output if o.get("type") == "function_call")
+    return {"model": "m", "messages": messages, "tools": tools}, call
 
 
 def big_recording(task: str, turns: int, pad: int) -> list[dict[str, object]]:
@@ -157,3 +178,31 @@ def test_strict_side_answers_never_come_from_other_sessions_admin_scripts() -> N
     admin_script = asyncio.run(library.admin(json.dumps(recording("t", "x1")).encode(), "other"))
     assert library.cache.get(("admin", admin_script.digest)) is admin_script
     assert library.all() == []  # only what was loaded by name
+
+
+def test_a_file_of_rollouts_put_in_the_folder_later_is_reached_by_each_rollouts_name(
+    proxy: ProxyFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="proxy.library")
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    third, third_call = rollout_request(3)
+    second, second_call = rollout_request(2)
+    with proxy(trajectory_dir=folder) as url:
+        shutil.copy(ROLLOUTS, folder / "lc.jsonl")  # after start-up
+        root = url.removesuffix("/v1")
+        by_header = httpx.post(
+            url + "/chat/completions",
+            json=third,
+            headers={"x-session-affinity": "s1", "x-replay-trajectory": "lc.3"},
+        )
+        by_path = httpx.post(f"{root}/s/s2/t/lc.2/v1/chat/completions", json=second)
+        whole = httpx.post(f"{root}/s/s3/t/lc/v1/chat/completions", json=second)
+        health = httpx.get(root + "/healthz").json()["trajectory_cache"]
+    assert first_call_id(by_header) == third_call
+    assert first_call_id(by_path) == second_call
+    assert len(loads(caplog, "loaded")) == 1  # one parse for both names
+    assert health["entries"] == 1 and health["bytes"] == ROLLOUTS.stat().st_size
+    # the file's own name does not say which rollout: refused, naming them
+    assert whole.status_code == 404, whole.text
+    assert "'lc' is a file of 5 trajectories (lc.1, lc.2, lc.3, ...)" in whole.text
