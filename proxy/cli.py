@@ -380,7 +380,7 @@ def check(files: Sequence[Path], *, as_json: bool = False) -> int:
             if as_json:
                 described.append(trajectory.summary())
             else:
-                print(describe(trajectory))
+                print(describe(trajectory, named=len(found) > 1))
             wrong = misread(trajectory)
             if wrong is not None:
                 print(f"{trajectory.source}: {trajectory.name}: {wrong}", file=sys.stderr)
@@ -542,10 +542,13 @@ def _user(t: Trajectory, index: int) -> str:
     return f"user {where}" if where.startswith("message ") else f"user message at {where}"
 
 
-def describe(t: Trajectory) -> str:
+def describe(t: Trajectory, *, named: bool = False) -> str:
+    """What `check` prints of a trajectory; `named`: one of a file's several (rollouts), led by
+    its own name (NAME.LINE), the one a request picks it by."""
     exchanges = f"{t.exchanges} exchange" + ("" if t.exchanges == 1 else "s")
     lines = [
-        f"{t.source}: {t.format}, {len(t.turns)} turns in {exchanges}, "
+        f"{t.source}: {t.name + ': ' if named else ''}{t.format}, {len(t.turns)} turns in "
+        f"{exchanges}, "
         f"{t.tool_call_count} tool calls",
         f"  task: {_short(t.task) if t.task is not None else '(none: no user message)'}",
     ]

@@ -4,10 +4,12 @@ is NeMo-Gym's own. test_readers.py holds it, with every reader, to the contract.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from proxy.cli import check
 from proxy.errors import LoadError
 from proxy.formats import read_with
 from proxy.formats.harness_logs.nemo_gym import READER, SINGLE
@@ -334,3 +336,18 @@ def test_contains_transitions_over_items_is_refused() -> None:
     assert "line 1, response.output[0]: is an item, but response.contains_transitions" in (
         note.reason
     )
+
+
+def test_check_prints_each_rollouts_name_the_one_a_request_picks_it_by(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "lc.jsonl"
+    path.write_bytes((HERE / "blackjack.jsonl").read_bytes())
+    assert check([path]) == 0
+    firsts = [line for line in capsys.readouterr().out.splitlines() if line.startswith(str(path))]
+    assert [line.split(": ")[1] for line in firsts] == [f"lc.{k}" for k in range(1, 6)]
+    assert firsts[1] == f"{path}: lc.2: nemo-gym, 1 turns in 1 exchange, 0 tool calls"
+    assert check([path], as_json=True) == 0
+    assert [t["name"] for t in json.loads(capsys.readouterr().out)] == [
+        f"lc.{k}" for k in range(1, 6)
+    ]
