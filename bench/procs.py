@@ -124,8 +124,9 @@ def polled(
 
 def proxy(*args: str) -> AbstractContextManager[tuple[str, int]]:
     return process(
-        sys.executable, "-m", "proxy", "serve", "--port", "0", "--log-level", "warning", *args
-    )
+        sys.executable, "-m", "proxy", "serve", "--port", "0", "--log-level", "warning",
+        "--insecure-admin", *args,  # the churn suite reads the session list
+    )  # fmt: skip
 
 
 def upstream(chunks: int = 64, delay: float = 0.0) -> AbstractContextManager[tuple[str, int]]:

@@ -142,11 +142,29 @@ def _parser() -> argparse.ArgumentParser:
         help="session state: memory:// (default), sqlite:///state.db, redis://host:6379/0",
     )
     serve.add_argument("--workers", type=int, help="worker processes (needs sqlite or redis)")
-    serve.add_argument("--admin-token", metavar="TOKEN", help="Bearer token for /replay/*")
+    serve.add_argument(
+        "--admin-token",
+        metavar="TOKEN",
+        help="Bearer token for /replay/* (and x-replay-token to choose a script by request); "
+        "without it one is made at start and written to --admin-token-file",
+    )
+    serve.add_argument(
+        "--admin-token-file",
+        metavar="FILE",
+        type=Path,
+        help="where the token made at start is written, readable by you only (default "
+        "$XDG_RUNTIME_DIR/replay-proxy/admin-token-PORT, else ~/.cache/replay-proxy/...)",
+    )
     serve.add_argument(
         "--insecure-admin",
         action="store_true",
-        help="serve the admin API without a token on a non-loopback address",
+        help="serve the admin API without any token, to anyone who can reach the port",
+    )
+    serve.add_argument(
+        "--open-binding",
+        action="store_true",
+        help="let any request choose or branch its session's script (x-replay-trajectory, "
+        "/s/{session}/t/{name}/, x-replay-turns) without the admin token in x-replay-token",
     )
     serve.add_argument(
         "--allowed-host",

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from proxy.admin_token import weak_token
 from proxy.replay.engine import AfterScript, DivergencePolicy, FailOn, Mode, ObservationPolicy
 from proxy.replay.faults import Fault, FaultError, parse_flag
 from proxy.upstream.template import check_url, parse_header
@@ -100,8 +101,14 @@ class Settings(BaseSettings):
     fault: Annotated[tuple[str, ...], NoDecode] = ()  # TURN:KIND[:SECONDS], every session
     record_dir: Path | None = None
     dump_dir: Path | None = None
+    # the admin API's Bearer token; without one, `serve` makes one and writes it to
+    # admin_token_file, unless insecure_admin serves the admin API without any (proxy.trust)
     admin_token: SecretStr | None = None
-    insecure_admin: bool = False  # admin API without a token on a non-loopback bind
+    admin_token_file: Path | None = None  # where a token `serve` made is written (mode 0600)
+    insecure_admin: bool = False  # the admin API without a token: anyone who reaches the port
+    # requests may choose or branch their session's script (x-replay-trajectory, /t/{name}/,
+    # x-replay-turns) without the admin token in x-replay-token
+    open_binding: bool = False
     # host names (besides IP addresses and localhost) the admin API answers without a token, and
     # pages a completion request may come from (proxy.guard); "*.corp" for a domain
     allowed_host: Annotated[tuple[str, ...], NoDecode] = ()
@@ -148,6 +155,21 @@ class Settings(BaseSettings):
                     f"{name!r} is not a host name: give a name without a port ('proxy', "
                     "'replay.example.internal'), '*.example.internal' for a domain, or '*'"
                 )
+        return value
+
+    @field_validator("admin_token", mode="before")
+    @classmethod
+    def _unset_if_empty(cls, value: Any) -> Any:
+        # REPLAY_PROXY_ADMIN_TOKEN= (a compose file's ${VAR:-}) means "not set": one is made
+        return None if value == "" else value
+
+    @field_validator("admin_token")
+    @classmethod
+    def _a_real_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            problem = weak_token(value.get_secret_value())
+            if problem is not None:
+                raise ValueError(problem)
         return value
 
     @field_validator("mask", mode="before")

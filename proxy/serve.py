@@ -17,12 +17,14 @@ import socket
 import sys
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import uvicorn
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
+from proxy import admin_token
 from proxy.app import INSTANCE, WORKER_SETTINGS, configure_logging, create_app, settle
 from proxy.config import ENV_PREFIX, Settings, unknown_variables
 from proxy.sessions.library import Library, LibraryError
@@ -132,6 +134,12 @@ def serve(flags: dict[str, Any]) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    token_file = None
+    if settings.admin_token is None and not settings.insecure_admin:
+        settings, token_file = _made_token(settings, port)
+        if token_file is None:
+            sock.close()
+            return EXIT_USAGE
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     upstream = display(settings.upstream) if settings.upstream else "(none)"
     workers = f", {settings.workers} workers on {settings.store}" if settings.workers > 1 else ""
@@ -140,7 +148,7 @@ def serve(flags: dict[str, Any]) -> int:
         f"listening on http://{host}:{port}/v1",
         flush=True,
     )
-    print(_described(settings, f"http://{host}:{port}"), flush=True)
+    print(_described(settings, f"http://{host}:{port}", token_file), flush=True)
     for warning in _cannot_work(settings, len(library)):
         print(f"replay-proxy: warning: {warning}", file=sys.stderr, flush=True)
     common: dict[str, Any] = {
@@ -153,6 +161,16 @@ def serve(flags: dict[str, Any]) -> int:
         "proxy_headers": False,  # nothing reads the client address; one less layer per request
         "server_header": False,  # a forwarded answer keeps the upstream's, not a second one
     }
+    try:
+        _run(settings, sock, library, common)
+    finally:
+        if token_file is not None and settings.admin_token is not None:
+            admin_token.remove_file(token_file, settings.admin_token.get_secret_value())
+    return 0
+
+
+def _run(settings: Settings, sock: socket.socket, library: Library, common: dict[str, Any]) -> None:
+    """uvicorn on the bound socket: in this process, or in --workers processes sharing it."""
     if settings.workers > 1:
         os.environ[WORKER_SETTINGS] = settings.worker_env()
         os.environ[INSTANCE] = secrets.token_hex(8)  # one Via mark for all the workers
@@ -166,11 +184,28 @@ def serve(flags: dict[str, Any]) -> int:
                 workers=settings.workers,
                 **common,
             )
-        return 0
+        return
     app = create_app(settings, library=library)
     settle()
     uvicorn.Server(uvicorn.Config(app, **common)).run(sockets=[sock])  # run() sets up uvloop
-    return 0
+
+
+def _made_token(settings: Settings, port: int) -> tuple[Settings, Path | None]:
+    """No --admin-token and no --insecure-admin: a token made now, written where only this user
+    can read it (the start line says where); None when it cannot be written (said why)."""
+    token = admin_token.make()
+    path = settings.admin_token_file or admin_token.default_file(port)
+    try:
+        admin_token.write_file(path, token)
+    except OSError as exc:
+        print(
+            f"replay-proxy: --admin-token-file {path}: cannot write the admin token made at "
+            f"start: {exc.strerror or exc}; choose a file with --admin-token-file, give a token "
+            "with --admin-token, or serve the admin API without one with --insecure-admin",
+            file=sys.stderr,
+        )
+        return settings, None
+    return settings.model_copy(update={"admin_token": SecretStr(token)}), path
 
 
 def points_at(upstream: str, host: str, port: int) -> bool:
@@ -211,7 +246,7 @@ def _is_local(address: str) -> bool:
     return True
 
 
-def _described(settings: Settings, root: str) -> str:
+def _described(settings: Settings, root: str, token_file: Path | None) -> str:
     """The start line's second half: how it replays, where it writes, and where to look."""
     parts = [f"mode {settings.mode.value}"]
     if settings.replay_turns is not None:
@@ -223,6 +258,10 @@ def _described(settings: Settings, root: str) -> str:
     if settings.dump_dir is not None:
         parts.append(f"dumps to {settings.dump_dir}")
     parts.append(f"status page {root}/replay/ui")
+    if token_file is not None:
+        parts.append(f"admin token in {token_file}")
+    elif settings.admin_token is None:
+        parts.append("admin API without a token (--insecure-admin)")
     return "replay-proxy: " + "; ".join(parts)
 
 

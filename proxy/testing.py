@@ -13,7 +13,9 @@ Under pytest the `replay_proxy` fixture does the same and stops every proxy it s
         ...
 
 Any setting of `replay-proxy serve` can be given by name (mode="strict", mask=[...],
-upstream="http://...", record_dir=...).
+upstream="http://...", record_dir=...). As `serve` does, a proxy given no admin_token makes one
+(`proxy.admin_token`): `status()` and `sessions()` send it, and a request that chooses its script
+by header (x-replay-trajectory) sends it as x-replay-token (`proxy.binding_headers`).
 """
 
 from __future__ import annotations
@@ -92,8 +94,11 @@ class ReplayProxy:
     def __init__(
         self, *, trajectories: list[str | Path] | tuple[str | Path, ...] = (), **settings: Any
     ) -> None:
+        from proxy.admin_token import make
         from proxy.config import Settings
 
+        if settings.get("admin_token") is None and not settings.get("insecure_admin"):
+            settings["admin_token"] = make()  # as serve makes one: the admin API is never open
         self.settings = Settings(trajectory=tuple(Path(t) for t in trajectories), **settings)
         self._serving: Any = None
         self.url = ""  # the root URL, e.g. http://127.0.0.1:41234
@@ -120,9 +125,20 @@ class ReplayProxy:
             self._serving.__exit__(kind, error, tb)
             self._serving = None
 
-    def _admin(self) -> dict[str, str]:
+    @property
+    def admin_token(self) -> str | None:
         token = self.settings.admin_token
-        return {"authorization": f"Bearer {token.get_secret_value()}"} if token else {}
+        return token.get_secret_value() if token is not None else None
+
+    @property
+    def binding_headers(self) -> dict[str, str]:
+        """What a request that names its script (x-replay-trajectory) sends with it."""
+        token = self.admin_token
+        return {"x-replay-token": token} if token is not None else {}
+
+    def _admin(self) -> dict[str, str]:
+        token = self.admin_token
+        return {"authorization": f"Bearer {token}"} if token is not None else {}
 
     def status(self, session: str) -> dict[str, Any]:
         """The session's status, as GET /replay/sessions/{session} reports it."""

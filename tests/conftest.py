@@ -34,10 +34,14 @@ ProxyFactory = Callable[..., AbstractContextManager[str]]
 
 @pytest.fixture
 def proxy() -> ProxyFactory:
-    """proxy(**settings) -> a context manager running the proxy; yields its base URL with /v1."""
+    """proxy(**settings) -> a context manager running the proxy; yields its base URL with /v1.
+    Without an admin_token the admin API is served without one (--insecure-admin), as most tests
+    drive it; the tests of the token itself give one."""
 
     @contextmanager
     def start(**settings: Any) -> Iterator[str]:
+        if settings.get("admin_token") is None:
+            settings.setdefault("insecure_admin", True)
         app = create_app(Settings(**settings))
         with running(app) as url:
             yield url + "/v1"

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import hmac
 import time
 from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
 
+from proxy import admin_token
 from proxy.errors import BadRequest, Forbidden, LoadError, NotFound, Unauthorized
 from proxy.http.body import read_body
 from proxy.names import is_valid_name
@@ -25,38 +25,44 @@ def _runtime(request: Request) -> Runtime:
     return runtime
 
 
-ADMIN_COOKIE = "replay_admin"  # set by /replay/ui?token=..., so a browser can view the status page
-LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+ADMIN_COOKIE = "replay_admin"  # the status page's sign-in: a signature, never the token
 
 
 def token_matches(runtime: Runtime, given: str) -> bool:
     token = runtime.settings.admin_token
-    return token is not None and hmac.compare_digest(
-        given.encode(), token.get_secret_value().encode()
+    return token is not None and admin_token.matches(token.get_secret_value(), given)
+
+
+def signed_in(runtime: Runtime, request: Request) -> bool:
+    """The request carries the status page's sign-in cookie, made with this proxy's token."""
+    token, cookie = runtime.settings.admin_token, request.cookies.get(ADMIN_COOKIE)
+    return (
+        token is not None
+        and cookie is not None
+        and admin_token.signed_in(token.get_secret_value(), cookie, time.time())
     )
 
 
 async def require_token(request: Request) -> None:
-    """With --admin-token, a Bearer token (or the status page's cookie), compared in constant
-    time. Without one, the admin API answers only a proxy bound to loopback, unless
-    --insecure-admin says otherwise. Never a page of another site, and without a token never a
-    host name a page could have pointed at this machine (proxy.guard)."""
+    """With an admin token, a Bearer token (or the status page's sign-in cookie), compared in
+    constant time. Without one, the admin API is off, unless --insecure-admin opens it to anyone
+    who reaches the port. Never a page of another site, and without a token never a host name a
+    page could have pointed at this machine nor a request through a front (proxy.guard)."""
     runtime = _runtime(request)
     settings = runtime.settings
     page = request.method == "GET" and request.url.path == "/replay/ui"
     runtime.guard.admin(request.headers, page=page)
     if settings.admin_token is None:
-        if settings.host in LOOPBACK or settings.insecure_admin:
+        if settings.insecure_admin:
             return
         raise Forbidden(
-            f"the admin API is off: this proxy listens on {settings.host}, not on loopback, and has "
-            "no --admin-token; set one (or --insecure-admin on a trusted network)"
+            "the admin API is off: this proxy has no admin token (replay-proxy serve makes one "
+            "at start and says where it wrote it); give one with --admin-token, or serve the "
+            "admin API without one with --insecure-admin"
         )
     given = request.headers.get("authorization", "")
     bearer = given[7:] if given[:7].lower() == "bearer " else ""
-    if not token_matches(runtime, bearer) and not token_matches(
-        runtime, request.cookies.get(ADMIN_COOKIE, "")
-    ):
+    if not token_matches(runtime, bearer) and not signed_in(runtime, request):
         raise Unauthorized("the admin API needs 'Authorization: Bearer <admin token>'")
 
 

@@ -5,8 +5,9 @@ Every session with its progress through the script, and a timeline of its recent
 diverged session shows the recorded and the received text side by side, the stretch that differs
 marked, with its JSON path, the verdict and the masks that would cover it. No build step, no
 script: HTML and CSS.
-With an admin token, open /replay/ui?token=TOKEN once (a browser without the cookie is asked for
-it): it sets a cookie and drops the token from the address. The bare address (GET /) leads here.
+With an admin token, a browser without the sign-in cookie is asked for the token by a form that
+POSTs it (never in the address, which browsers and servers keep); the cookie it gets holds a
+signature made with the token, not the token. The bare address (GET /) leads here.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ import shlex
 import time
 from html import escape
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from proxy import admin_token
 from proxy.errors import BadRequest, Unauthorized
 from proxy.http.admin import ADMIN_COOKIE, require_token, token_matches
+from proxy.http.body import read_body
 from proxy.runtime import Runtime
 from proxy.sessions.status import iso, phase
 from proxy.store.state import Event, SessionState
@@ -46,24 +49,42 @@ PHASES = ("replaying", "served", "stopped", "live", "diverged", "unscripted")
 
 
 @router.get("/ui", include_in_schema=False, response_model=None)
-async def ui_login(
-    request: Request, token: str | None = None, cursor: str | None = None
-) -> Response:
-    if token is not None:
-        runtime: Runtime = request.app.state.runtime
-        if token_matches(runtime, token):
-            response = RedirectResponse("/replay/ui", status_code=303)
-            response.set_cookie(
-                ADMIN_COOKIE, token, httponly=True, samesite="strict", path="/replay"
-            )
-            return response
+async def ui(request: Request, cursor: str | None = None) -> Response:
     try:
         await require_token(request)
     except Unauthorized:
         if "text/html" not in request.headers.get("accept", ""):
             raise  # an API client gets the error in the API's shape
-        return _sign_in(wrong=token is not None)
+        addressed = "token" in request.query_params  # an old link: said, never read
+        return _sign_in(SIGN_IN_ADDRESS if addressed else None)
     return await _page(request, cursor)
+
+
+@router.post("/ui", include_in_schema=False, response_model=None)
+async def ui_sign_in(request: Request) -> Response:
+    """The sign-in form's POST (token=...): a cookie that says the browser knew the token."""
+    runtime: Runtime = request.app.state.runtime
+    runtime.guard.admin(request.headers)  # a form posted from another site's page is refused
+    token = runtime.settings.admin_token
+    if token is None:
+        return RedirectResponse("/replay/ui", status_code=303)  # nothing to sign in to
+    body = await read_body(request, SIGN_IN_BYTES)
+    try:
+        given = parse_qs(body.decode("latin-1"), max_num_fields=4).get("token", [""])[0]
+    except ValueError:  # more fields than a sign-in form has
+        given = ""
+    if not token_matches(runtime, given):
+        return _sign_in(SIGN_IN_WRONG)
+    response = RedirectResponse("/replay/ui", status_code=303)
+    response.set_cookie(
+        ADMIN_COOKIE,
+        admin_token.sign_in(token.get_secret_value(), time.time()),
+        max_age=admin_token.SIGN_IN_SECONDS,
+        httponly=True,
+        samesite="strict",
+        path="/replay",
+    )
+    return response
 
 
 @root.get("/", include_in_schema=False)
@@ -72,19 +93,28 @@ async def home() -> RedirectResponse:
     return RedirectResponse("/replay/ui", status_code=307)
 
 
-def _sign_in(*, wrong: bool) -> HTMLResponse:
+SIGN_IN_BYTES = 4096
+SIGN_IN_WRONG = "That is not this proxy's admin token."
+SIGN_IN_ADDRESS = (
+    "The admin token is not read from the address (browsers keep addresses in their history, "
+    "and servers in their logs): enter it here."
+)
+
+
+def _sign_in(said: str | None) -> HTMLResponse:
     """A browser cannot send an Authorization header: it is asked for the admin token, which
-    ?token= turns into a cookie (then dropped from the address)."""
-    said = "<p class=wrong>That is not this proxy's admin token.</p>" if wrong else ""
+    the form POSTs, and a cookie keeps it signed in."""
+    note = f"<p class=wrong>{said}</p>" if said else ""  # one of the texts above
     return HTMLResponse(
         "<!doctype html><html><head><meta charset=utf-8><title>replay-proxy: sign in</title>"
         "<style>body{font:15px system-ui,sans-serif;margin:3em auto;max-width:30em}"
         ".wrong{color:#c62828}input{font:inherit}</style></head><body>"
-        "<h1>replay-proxy</h1><p>This proxy has an admin token (<code>--admin-token</code>). "
-        "Enter it to see the status page; a cookie keeps you signed in.</p>"
-        f"{said}<form method=get action=/replay/ui><label>Admin token "
-        "<input type=password name=token autofocus required></label> "
-        "<button>Show the status page</button></form></body></html>",
+        "<h1>replay-proxy</h1><p>This proxy has an admin token (<code>--admin-token</code>, or "
+        "the one it made at start, in the file its start line names). Enter it to see the "
+        "status page; a cookie keeps you signed in.</p>"
+        f"{note}<form method=post action=/replay/ui><label>Admin token "
+        "<input type=password name=token autocomplete=current-password autofocus required>"
+        "</label> <button>Show the status page</button></form></body></html>",
         status_code=401,
     )
 

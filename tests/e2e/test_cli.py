@@ -33,7 +33,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """`replay-proxy serve --port 0 ...`; yields the URL it prints once it is bound."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "proxy", "serve", "--port", "0", *args],
+        [sys.executable, "-m", "proxy", "serve", "--port", "0", "--insecure-admin", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -210,7 +210,7 @@ def test_serve_takes_the_limits_from_flags_and_environment(tmp_path: Path) -> No
 
 
 def test_serve_with_env_configuration_replays_the_bundled_example() -> None:
-    env = {"REPLAY_PROXY_TRAJECTORY": str(TRAJ), "REPLAY_PROXY_ADMIN_TOKEN": "tok"}
+    env = {"REPLAY_PROXY_TRAJECTORY": str(TRAJ), "REPLAY_PROXY_ADMIN_TOKEN": "tok-Vb6Yc3Ke8Hs2Q"}
     with serving(env=env) as url:
         body = json.loads(TRAJ.read_text())
         request = {
@@ -224,9 +224,9 @@ def test_serve_with_env_configuration_replays_the_bundled_example() -> None:
         admin = url.removesuffix("/v1") + "/replay/sessions"
         assert httpx.get(admin).status_code == 401
         assert (
-            httpx.get(admin, headers={"authorization": "Bearer tok"}).json()["data"][0][
-                "turns_served"
-            ]
+            httpx.get(admin, headers={"authorization": "Bearer tok-Vb6Yc3Ke8Hs2Q"}).json()["data"][
+                0
+            ]["turns_served"]
             == 1
         )
 

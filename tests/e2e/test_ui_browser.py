@@ -42,7 +42,7 @@ def test_the_status_page_renders_sessions_and_refreshes_itself(
     proxy: ProxyFactory, write_trajectory: Callable[..., Path], tmp_path: Path
 ) -> None:
     assert CHROMIUM is not None
-    with proxy(trajectory=[write_trajectory(RECORDED)], admin_token="browser-token") as url:
+    with proxy(trajectory=[write_trajectory(RECORDED)], admin_token="browser-token-Pz3Wq7") as url:
         root = url.removesuffix("/v1")
         good = client(url, **{"x-session-affinity": "agent-ok"})
         messages = start_messages()
@@ -79,7 +79,7 @@ def test_the_status_page_renders_sessions_and_refreshes_itself(
             try:
                 page = browser.new_page(viewport={"width": 1200, "height": 600})
                 page.goto(root)  # the bare address leads to the status page, which asks
-                page.fill("input[name=token]", "browser-token")
+                page.fill("input[name=token]", "browser-token-Pz3Wq7")
                 page.click("button")  # sets the cookie, drops the token from the address
                 page.wait_for_selector("tr.session")
                 assert page.url == f"{root}/replay/ui"

@@ -132,10 +132,24 @@ def all_turns(history: list[Any]) -> list[str]:
 def proxy_process(
     *args: str, env: dict[str, str] | None = None, log: Any = None
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """`replay-proxy serve --port 0 ARGS`; yields (base URL with /v1, the process).
-    `log`: where its stderr goes (a file); by default it is inherited."""
+    """`replay-proxy serve --port 0 ARGS`; yields (base URL with /v1, the process). Without
+    --admin-token in ARGS, the admin API is served without one (--insecure-admin), as these
+    tests read every session's status. `log`: where its stderr goes (a file); by default it is
+    inherited."""
+    admin = () if "--admin-token" in args else ("--insecure-admin",)
     process = subprocess.Popen(
-        [sys.executable, "-m", "proxy", "serve", "--port", "0", "--log-level", "warning", *args],
+        [
+            sys.executable,
+            "-m",
+            "proxy",
+            "serve",
+            "--port",
+            "0",
+            "--log-level",
+            "warning",
+            *admin,
+            *args,
+        ],
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,

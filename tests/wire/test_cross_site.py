@@ -94,9 +94,9 @@ def test_the_admin_api_answers_local_names_listed_hosts_and_a_token(
             answer = httpx.get(sessions, headers={"host": f"{host}:{port(url)}"})
             assert answer.status_code == 200, (host, answer.text)
         assert httpx.get(sessions, headers={"host": "corp.evil.example"}).status_code == 403
-    with proxy(trajectory=[trajectory], admin_token="tok-123") as url:
+    with proxy(trajectory=[trajectory], admin_token="tok-123-Qw8fN2xLp") as url:
         sessions = root(url) + "/replay/sessions"
-        bearer = {"authorization": "Bearer tok-123", "host": f"{REBOUND}:{port(url)}"}
+        bearer = {"authorization": "Bearer tok-123-Qw8fN2xLp", "host": f"{REBOUND}:{port(url)}"}
         assert httpx.get(sessions, headers=bearer).status_code == 200  # the token is the proof
         assert httpx.get(sessions, headers={"host": REBOUND}).status_code == 401
 

@@ -163,14 +163,19 @@ def test_the_testing_helper_and_its_pytest_fixture(
     assert headers["x-replay-source"] == "stop" and final["finish"] == "stop"
     assert proxy.status("fixture-1")["complete"] is True
     assert [s["session"] for s in proxy.sessions()] == ["fixture-1"]
-    with ReplayProxy(trajectories=[write_trajectory(RECORDED)], admin_token="t0k") as other:
+    with ReplayProxy(
+        trajectories=[write_trajectory(RECORDED)], admin_token="t0k-Hq7Zp2Wn4Xc9"
+    ) as other:
         assert other.sessions() == []  # the helper sends the admin token it was given
+
+
+UI_TOKEN = "ui-token-Jk4Rt9Vm"
 
 
 def test_the_status_page_shows_sessions_progress_and_timelines(
     proxy: ProxyFactory, write_trajectory: Callable[..., Path]
 ) -> None:
-    with proxy(trajectory=[write_trajectory(RECORDED)], admin_token="ui-token") as url:
+    with proxy(trajectory=[write_trajectory(RECORDED)], admin_token=UI_TOKEN) as url:
         root = url.removesuffix("/v1")
         c = client(url, **{"x-session-affinity": "ui-1"})
         messages = start_messages()
@@ -178,21 +183,33 @@ def test_the_status_page_shows_sessions_progress_and_timelines(
         assert httpx.get(root + "/replay/ui").status_code == 401
         browser = {"accept": "text/html,application/xhtml+xml"}
         asked = httpx.get(root + "/replay/ui", headers=browser)
-        mistyped = httpx.get(root + "/replay/ui", params={"token": "x"}, headers=browser)
+        # an old link with the token in its address: said, never read, no cookie
+        addressed = httpx.get(root + "/replay/ui", params={"token": UI_TOKEN}, headers=browser)
+        mistyped = httpx.post(root + "/replay/ui", data={"token": "x"}, headers=browser)
         home = httpx.get(root + "/")
-        login = httpx.get(root + "/replay/ui", params={"token": "ui-token"})
+        login = httpx.post(root + "/replay/ui", data={"token": UI_TOKEN})
         assert login.status_code == 303 and login.headers["location"] == "/replay/ui"
         page = httpx.get(root + "/replay/ui", cookies=login.cookies)
         details = httpx.get(root + "/replay/sessions/ui-1", cookies=login.cookies)  # a row's link
-        wrong = httpx.get(root + "/replay/ui", params={"token": "nope"})
-    assert page.status_code == 200 and wrong.status_code == 401
+        forged = httpx.get(root + "/replay/ui", cookies={"replay_admin": "99999999999.00ff"})
+        posted_by_a_page = httpx.post(
+            root + "/replay/ui",
+            data={"token": UI_TOKEN},
+            headers={"origin": "https://evil.example", **browser},
+        )
+    assert page.status_code == 200 and forged.status_code == 401
     assert details.status_code == 200 and details.json()["session"] == "ui-1"
-    assert wrong.json()["error"]["code"] == "invalid_admin_token"  # not a browser: JSON
+    assert forged.json()["error"]["code"] == "invalid_admin_token"  # not a browser: JSON
+    cookie = login.headers["set-cookie"]
+    assert UI_TOKEN not in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert addressed.status_code == 401 and "set-cookie" not in addressed.headers
+    assert "not read from the address" in addressed.text
     assert asked.status_code == 401 and asked.headers["content-type"].startswith("text/html")
     assert (
-        "<form method=get action=/replay/ui>" in asked.text and "not this proxy" not in asked.text
+        "<form method=post action=/replay/ui>" in asked.text and "not this proxy" not in asked.text
     )
-    assert "not this proxy's admin token" in mistyped.text and "ui-token" not in mistyped.text
+    assert "not this proxy's admin token" in mistyped.text and "set-cookie" not in mistyped.headers
+    assert posted_by_a_page.status_code == 403 and "set-cookie" not in posted_by_a_page.headers
     assert home.status_code == 307 and home.headers["location"] == "/replay/ui"
     html = page.text
     assert '<meta http-equiv="refresh"' in html
@@ -203,21 +220,24 @@ def test_the_status_page_shows_sessions_progress_and_timelines(
     )
     assert "1/2 turns" in html and 'style="width:50%"' in html
     assert html.count('class="chip scripted"') == 1
-    assert "ui-token" not in html
+    assert UI_TOKEN not in html
 
 
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
-        ({"host": "127.0.0.1"}, 200),
+        ({"host": "127.0.0.1"}, 403),
         ({"host": "0.0.0.0"}, 403),
+        ({"host": "127.0.0.1", "insecure_admin": True}, 200),
         ({"host": "0.0.0.0", "insecure_admin": True}, 200),
-        ({"host": "0.0.0.0", "admin_token": "t"}, 401),
+        ({"host": "127.0.0.1", "admin_token": "t-Ab3Cd5Ef7Gh9Jk"}, 401),
     ],
 )
-def test_admin_api_without_a_token_answers_only_on_loopback(
+def test_without_a_token_the_admin_api_is_off_unless_the_operator_opens_it(
     settings: dict[str, Any], expected: int
 ) -> None:
+    """Loopback is no reason to trust a request: a reverse proxy or another user of the host
+    reaches it too. serve makes a token when none is given; an app without one is closed."""
     from proxy.app import create_app
     from proxy.config import Settings
 
@@ -225,7 +245,8 @@ def test_admin_api_without_a_token_answers_only_on_loopback(
         r = httpx.get(root + "/replay/sessions")
     assert r.status_code == expected
     if expected == 403:
-        assert "not on loopback" in r.json()["error"]["message"]
+        message = r.json()["error"]["message"]
+        assert "admin API is off" in message and "--insecure-admin" in message
 
 
 def test_a_stream_stuck_upstream_does_not_hold_up_other_sessions(

@@ -152,14 +152,14 @@ def test_admin_put_get_delete(proxy: ProxyFactory, upstream: tuple[FakeUpstream,
 
 
 def test_admin_token_is_required_when_set(proxy: ProxyFactory) -> None:
-    with proxy(admin_token="s3cret") as url:
+    with proxy(admin_token="s3cret-Lm5Np8Qr2T") as url:
         assert httpx.get(admin(url)).status_code == 401
         assert httpx.get(admin(url), headers={"authorization": "Bearer wrong"}).status_code == 401
-        ok = httpx.get(admin(url), headers={"authorization": "Bearer s3cret"})
+        ok = httpx.get(admin(url), headers={"authorization": "Bearer s3cret-Lm5Np8Qr2T"})
         assert ok.status_code == 200
         assert ok.json() == {"object": "list", "data": [], "has_more": False, "next_cursor": None}
         unauthorized = httpx.get(admin(url))
-    assert "s3cret" not in unauthorized.text
+    assert "s3cret-Lm5Np8Qr2T" not in unauthorized.text
     assert unauthorized.json()["error"]["type"] == "authentication_error"
 
 
