@@ -107,6 +107,9 @@ def create_app(
             settings.allowed_host,
             admin_token=settings.admin_token is not None,
             upstream_key=settings.upstream_api_key is not None,
+            binding_token=None
+            if settings.admin_token is None or settings.open_binding
+            else settings.admin_token.get_secret_value(),
         ),
     )
 

@@ -12,6 +12,11 @@ A web page the user has open can reach a proxy on loopback. Two ways matter:
   --allowed-host (a rebinding page never has an IP address as its name); with the operator's
   --upstream-api-key, so do the completion and forwarded endpoints.
 Harnesses send JSON and neither `Origin` nor `Sec-Fetch-Site`, so none of this touches them.
+
+A reverse proxy in front passes the browser's `Host` on (the documented nginx block does) or names
+it in `X-Forwarded-Host` / `Forwarded: host=`: every name a request carries is judged, never only
+the one the front put in `Host`. Where a request came from is never a reason to trust it: a
+token-less admin API (--insecure-admin) also refuses a request that says it came through a front.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 
-from proxy.errors import CrossSiteRefused, UnsupportedMediaType
+from proxy.admin_token import matches
+from proxy.errors import CrossSiteRefused, Unauthorized, UnsupportedMediaType
 
 
 def host_of(authority: str) -> str:
@@ -46,6 +52,7 @@ class Guard:
         *,
         admin_token: bool = False,
         upstream_key: bool = False,
+        binding_token: str | None = None,
     ) -> None:
         names = {h.strip().lower() for h in allowed_hosts if h.strip()}
         self.any_host = "*" in names
@@ -55,6 +62,8 @@ class Guard:
         # with the operator's key, the proxy adds credentials: a rebinding page must not get them
         self.upstream_key = upstream_key
         self._hosts: dict[str, bool] = {}  # Host header -> local, for the few a proxy sees
+        # choosing a script by request needs this token in x-replay-token (None: anyone may)
+        self.binding_token = binding_token
 
     def _listed(self, host: str) -> bool:
         if self.any_host or host in self.names or host == "localhost":
@@ -115,6 +124,28 @@ class Guard:
                 param="content-type",
             )
 
+    def binding(self, headers: Mapping[str, str], *, named: bool) -> None:
+        """A request that chooses its session's script (x-replay-trajectory, or the path's
+        /t/{name}/: `named`) or branches it (x-replay-turns) decides which commands the harness
+        runs: with an admin token, only with that token in x-replay-token."""
+        if self.binding_token is None:
+            return
+        asked = next((h for h in CHOOSING if headers.get(h) is not None), None)
+        if asked is None and named:
+            asked = "the path's /t/{name}/"
+        if asked is None:
+            return
+        given = headers.get(TOKEN_HEADER)
+        if given is None or not matches(self.binding_token, given):
+            said = "without" if given is None else "with a wrong"
+            raise Unauthorized(
+                f"{asked} chooses the session's script, so which commands the harness runs, and "
+                f"came {said} admin token: send the admin token in {TOKEN_HEADER} (it is never "
+                "forwarded), set the session's script through the admin API (PUT "
+                "/replay/sessions/{session}), or start the proxy with --open-binding",
+                param=TOKEN_HEADER,
+            )
+
     def admin(self, headers: Mapping[str, str], *, page: bool = False) -> None:
         """/replay/*: no foreign page; and without a token, no name a page could rebind.
         `page`: a GET of the status page, which a link on another site may open (the page that
@@ -124,11 +155,24 @@ class Guard:
             self.cross_site(headers, "the admin API")
         if not self.admin_token:  # a page cannot send the Bearer token; the cookie is SameSite
             self._host(headers, "the admin API (without --admin-token)")
+            fronted = next((h for h in FORWARDING if headers.get(h) is not None), None)
+            if fronted is not None:
+                raise CrossSiteRefused(
+                    f"the admin API refused a request that came through a reverse proxy "
+                    f"({fronted} is set): without an admin token it would answer anyone who "
+                    "reaches the front; give the proxy --admin-token (or let it make one)",
+                    param=fronted,
+                )
 
     def _host(self, headers: Mapping[str, str], what: str) -> None:
         host = headers.get("host")
         if host is None:
             return  # not a browser: every browser names the host
+        for name in _forwarded_hosts(headers):  # a front's: judged as the Host it stands for
+            self._judge_host(name, what)
+        self._judge_host(host, what)
+
+    def _judge_host(self, host: str, what: str) -> None:
         local = self._hosts.get(host)
         if local is None:
             local = self.local_host(host_of(host))
@@ -144,6 +188,29 @@ class Guard:
                 + ("" if self.upstream_key else ", or set --admin-token"),
                 param="host",
             )
+
+
+# what chooses or branches a session's script, and where the admin token comes with it
+CHOOSING = ("x-replay-trajectory", "x-replay-turns")
+TOKEN_HEADER = "x-replay-token"
+# what a reverse proxy adds to say a request came through it (RFC 7239, and the de facto ones)
+FORWARDING = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
+
+
+def _forwarded_hosts(headers: Mapping[str, str]) -> list[str]:
+    """The host names a front says the request was sent to: X-Forwarded-Host (a list), and each
+    host= of Forwarded."""
+    names = []
+    value = headers.get("x-forwarded-host")
+    if value is not None:
+        names += [n.strip() for n in value.split(",") if n.strip()]
+    value = headers.get("forwarded")
+    if value is not None:
+        for element in value.replace(",", ";").split(";"):
+            key, eq, found = element.strip().partition("=")
+            if eq and key.strip().lower() == "host":
+                names.append(found.strip().strip('"'))
+    return names
 
 
 def is_json(content_type: str) -> bool:

@@ -84,6 +84,8 @@ class Front:
         try:
             headers = Headers(scope["headers"])  # ASGI servers give names in lower case
             runtime.guard.api(headers)
+            named = scope.get("replay.named")
+            runtime.guard.binding(headers, named=named is not None and named.trajectory is not None)
             if headers.raw(b"via") is not None and came_back(
                 scope["headers"], runtime.upstream.mark
             ):

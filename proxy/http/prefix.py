@@ -14,6 +14,7 @@ from urllib.parse import unquote
 
 from proxy.errors import BadRequest
 from proxy.names import is_valid_name
+from proxy.replay.conversation import session_problem
 
 PREFIX = "/s/"
 
@@ -32,7 +33,10 @@ def split(path: str, raw_path: bytes) -> Named:
     parts = raw_path.split(b"/", 3)  # b"", b"s", session, rest
     if len(parts) < 4 or not parts[3]:
         raise _bad(path, "the session must be followed by the API's path, as in /s/{session}/v1")
-    session = _name(parts[2], "session", path)
+    session = unquote(parts[2].decode("latin-1"))
+    problem = session_problem(session)
+    if problem is not None:
+        raise _bad(path, f"the session in the path is {problem}")
     rest = b"/" + parts[3]
     trajectory = None
     if rest.startswith(b"/t/"):

@@ -21,6 +21,7 @@ NOOP_TOOL = "_noop"  # compaction calls carry this stub tool: it counts as no to
 # the id of a call sent without one (the Gemini API does not require ids), followed by its place:
 # the engine matches such a call by name, and its result by the same stand-in
 NO_ID = "#no-id:"
+FINGERPRINT = "fp-"  # the session of a client that sends no session id: never claimed by one
 
 
 class Lane(StrEnum):
@@ -133,7 +134,7 @@ class Conversation:
     def fingerprint(self) -> str:
         """A session key for clients that send no session header: the system prompt and task."""
         digest = hashlib.sha256(f"{self.system}\x00{self.task or ''}".encode()).hexdigest()
-        return "fp-" + digest[:24]
+        return FINGERPRINT + digest[:24]
 
 
 def fold_greeting(conv: Conversation) -> Conversation:
@@ -164,13 +165,27 @@ def session_header(headers: Mapping[str, str], names: Sequence[str]) -> str | No
     for name in names:
         value = headers.get(name)
         if value:
-            if not is_valid_name(value):
-                raise BadRequest(
-                    f"the session header {name} holds {value[:80]!r}, which is not a valid "
-                    "session id (letters, digits and . _ : - only, at most 200)",
-                    param=name,
-                )
+            problem = session_problem(value)
+            if problem is not None:
+                raise BadRequest(f"the session header {name} holds {problem}", param=name)
             return value
+    return None
+
+
+def session_problem(value: str) -> str | None:
+    """Why a session id a client sends (a header, the path) cannot be used, or None: it must be
+    a name, and not one of the proxy's fingerprints, which name the sessions of clients that send
+    no session header (another client must not step into them)."""
+    if not is_valid_name(value):
+        return (
+            f"{value[:80]!r}, which is not a valid session id (letters, digits and . _ : - only, "
+            "at most 200)"
+        )
+    if value.startswith(FINGERPRINT):
+        return (
+            f"{value[:80]!r}: ids starting with {FINGERPRINT!r} are the proxy's own, a "
+            "fingerprint of a conversation sent without a session id; choose another id"
+        )
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.errors import CrossSiteRefused, UnsupportedMediaType
+from proxy.errors import CrossSiteRefused, Unauthorized, UnsupportedMediaType
 from proxy.guard import Guard, host_of, is_json
 
 JSON_POST = {"content-type": "application/json", "content-length": "42"}
@@ -129,3 +129,47 @@ def test_a_host_judged_once_is_judged_the_same_again() -> None:
         with pytest.raises(CrossSiteRefused):
             guard.api({"host": "rebind.attacker.example"})
         guard.api({"host": "127.0.0.1"})
+
+
+def test_a_front_cannot_hide_the_name_a_page_asked_for() -> None:
+    """A reverse proxy may put 127.0.0.1 in Host and the browser's name elsewhere: every name a
+    request carries is judged."""
+    guard = Guard(upstream_key=True)
+    for headers in (
+        {"host": "127.0.0.1:8080", "x-forwarded-host": "rebind.attacker.example"},
+        {"host": "127.0.0.1:8080", "x-forwarded-host": "127.0.0.1, rebind.attacker.example"},
+        {"host": "127.0.0.1:8080", "forwarded": 'for=1.2.3.4;host="rebind.attacker.example"'},
+        {"host": "127.0.0.1:8080", "forwarded": "for=1.2.3.4, host=rebind.attacker.example"},
+    ):
+        with pytest.raises(CrossSiteRefused, match=r"rebind\.attacker\.example"):
+            guard.api({**JSON_POST, **headers})
+    guard.api({**JSON_POST, "host": "127.0.0.1:8080", "x-forwarded-host": "localhost:8080"})
+
+
+@pytest.mark.parametrize(
+    "header", ["x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-host"]
+)
+def test_a_token_less_admin_api_refuses_what_came_through_a_front(header: str) -> None:
+    value = "for=10.0.0.9" if header == "forwarded" else "127.0.0.1"
+    with pytest.raises(CrossSiteRefused, match="reverse proxy") as refused:
+        Guard().admin({"host": "127.0.0.1:8080", header: value})
+    assert refused.value.param == header
+    Guard(admin_token=True).admin({"host": "127.0.0.1:8080", header: value})  # the token decides
+
+
+def test_choosing_a_script_by_request_needs_the_token_when_there_is_one() -> None:
+    guard = Guard(binding_token="binding-token-4Hx9Qm2Zp7")
+    guard.binding({}, named=False)  # a request that chooses nothing
+    for headers, named in (
+        ({"x-replay-trajectory": "run"}, False),
+        ({"x-replay-turns": "3"}, False),
+        ({}, True),
+        ({"x-replay-trajectory": "run", "x-replay-token": "wrong"}, False),
+    ):
+        with pytest.raises(Unauthorized, match="x-replay-token") as refused:
+            guard.binding(headers, named=named)
+        assert refused.value.param == "x-replay-token"
+    guard.binding(
+        {"x-replay-trajectory": "run", "x-replay-token": "binding-token-4Hx9Qm2Zp7"}, named=True
+    )
+    Guard().binding({"x-replay-trajectory": "run"}, named=True)  # no token: open

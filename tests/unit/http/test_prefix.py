@@ -44,7 +44,7 @@ def test_the_names_are_percent_decoded_and_the_raw_rest_is_kept() -> None:
     ],
 )
 def test_a_name_that_is_no_name_is_refused(raw: str) -> None:
-    with pytest.raises(BadRequest, match=r"is not a valid (session|trajectory) name") as refused:
+    with pytest.raises(BadRequest, match=r"is not a valid (session id|trajectory name)") as refused:
         named(raw)
     assert refused.value.param == "path"
 

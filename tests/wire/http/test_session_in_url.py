@@ -114,8 +114,8 @@ def test_the_anthropic_and_gemini_sdks_take_the_prefix_as_their_root(
 @pytest.mark.parametrize(
     ("path", "status", "says"),
     [
-        ("/s/bad%2Fname/v1/chat/completions", 400, "not a valid session name"),
-        ("/s/..%2F..%2Fetc/v1/chat/completions", 400, "not a valid session name"),
+        ("/s/bad%2Fname/v1/chat/completions", 400, "not a valid session id"),
+        ("/s/..%2F..%2Fetc/v1/chat/completions", 400, "not a valid session id"),
         ("/s/ok/t/no%20spaces/v1/chat/completions", 400, "not a valid trajectory name"),
         ("/s/only-a-session", 400, "must be followed by the API's path"),
         ("/s/ok/replay/sessions", 404, "not an API path"),
