@@ -39,7 +39,7 @@ from proxy.apis.responses_history import OWN_CALL
 from proxy.errors import LoadError
 from proxy.replay.content import split_reasoning, text_of
 from proxy.replay.trajectory import Note, ToolCall, Trajectory, Turn, UserMessage, place_of
-from proxy.replay.usage import read_usage
+from proxy.replay.usage import OutOfRange, in_range, read_usage
 
 
 def trajectory_from_messages(
@@ -143,7 +143,11 @@ def trajectory_from_messages(
                 greetings.append(text)  # before the task: prompt, compared like the system prompt
                 continue
             unanswered = deque(made_up)
-            created = epoch(msg.get("created"))
+            try:
+                created = epoch(msg.get("created"))
+                usage = read_usage(msg.get("usage"))  # a reader puts the recorded usage here
+            except OutOfRange as exc:
+                raise LoadError(source, idx, str(exc)) from None
             turns.append(
                 Turn(
                     number,
@@ -155,7 +159,7 @@ def trajectory_from_messages(
                     None,
                     exchange,
                     tuple(follow_up),
-                    read_usage(msg.get("usage")),  # a reader puts the recorded usage here
+                    usage,
                     created,
                 )
             )
@@ -309,6 +313,7 @@ def normalize_arguments(value: Any, source: str, idx: int, position: int) -> str
 
 def epoch(value: Any) -> int | None:
     """When an answer was made, as epoch seconds: a number, or an ISO 8601 time as logs write."""
+    in_range(value, "the time it was made (created)")
     if type(value) is int:
         return value if value > 0 else None
     if type(value) is float:

@@ -100,12 +100,19 @@ def usage_for(turn: Turn, request_bytes: int) -> Usage:
     )
 
 
+TURN_SECONDS = 60  # between two scripted turns' made-up times
+
+
+def stable_time(script: str, turn: int) -> int:
+    """A `created` time for a turn whose file says none: derived from the script and the turn's
+    number, so that two replays of one run give the same bytes, and later turns later times. It
+    lies in 2023-11, before any run this proxy replays, so it is never taken for a real time."""
+    return STABLE_EPOCH + _script_offset(script) + TURN_SECONDS * turn
+
+
 @functools.lru_cache(maxsize=4096)
-def stable_time(key: str) -> int:
-    """A `created` time for a turn whose file says none: derived from the script and the turn
-    (its answer key), so that two replays of one run give the same bytes. It lies in 2023-11,
-    before any run this proxy replays, so it is never taken for a real time."""
-    return STABLE_EPOCH + int(hashlib.sha256(key.encode()).hexdigest()[:5], 16) % 2_000_000
+def _script_offset(script: str) -> int:
+    return int(hashlib.sha256(script.encode()).hexdigest()[:5], 16) % 1_000_000
 
 
 def _tokens(characters: int) -> int:
@@ -117,5 +124,20 @@ def _get(value: dict[str, Any], key: str, inner: str) -> Any:
     return part.get(inner) if isinstance(part, dict) else None
 
 
+class OutOfRange(ValueError):
+    """A number no real run records (a file read wrongly, or made to break a reader): every
+    client reads counts and times as JSON numbers, exact only below 2^53."""
+
+
+MOST = 2**53 - 1
+
+
+def in_range(value: Any, what: str) -> None:
+    """Refuse a number a count or a time cannot be."""
+    if type(value) in (int, float) and not -MOST <= value <= MOST:
+        raise OutOfRange(f"{what} is {value}, out of range for a JSON number (at most 2^53 - 1)")
+
+
 def _int(value: Any) -> int:
+    in_range(value, "a token count")
     return value if type(value) is int and value >= 0 else 0

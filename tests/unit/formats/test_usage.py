@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from proxy.errors import LoadError
 from proxy.formats import load_all
 from proxy.replay.trajectory import ToolCall, Turn, Usage
 from proxy.replay.usage import read_usage, stable_time, usage_for
@@ -87,8 +89,18 @@ def test_an_estimate_is_about_four_characters_a_token_and_says_so() -> None:
 
 
 def test_a_stable_time_is_the_same_for_a_turn_and_another_for_another() -> None:
-    assert stable_time("replay-abc-1") == stable_time("replay-abc-1") != stable_time("replay-abc-2")
-    assert 1_698_796_800 <= stable_time("replay-abc-1") < 1_698_796_800 + 2_000_000
+    assert (
+        stable_time("replay-abc", 1) == stable_time("replay-abc", 1) != stable_time("replay-abc", 2)
+    )
+    assert 1_698_796_800 <= stable_time("replay-abc", 1) < 1_698_796_800 + 2_000_000
+
+
+def test_made_up_times_go_up_turn_by_turn() -> None:
+    """A client that orders answers by `created` (or a trainer reading a replayed run) sees the
+    turns in the order they were served."""
+    for script in ("replay-abc", "replay-0123456789ab", "replay-none"):
+        times = [stable_time(script, turn) for turn in range(1, 200)]
+        assert times == sorted(times) and len(set(times)) == len(times)
 
 
 @pytest.mark.parametrize("name", ["customer_service_env", "tictactoe_env", "scicode"])
@@ -224,3 +236,39 @@ def test_an_opencode_turn_has_its_steps_tokens() -> None:
     [t] = load_all(path)
     assert [turn.usage for turn in t.turns] == [read_usage(s) for s in steps][: len(t.turns)]
     assert all(turn.usage is not None for turn in t.turns)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("usage", {"prompt_tokens": 2**64 - 1, "completion_tokens": 2**64 - 1}, "a token count"),
+        ("usage", {"prompt_tokens": 2**64, "completion_tokens": 3}, "a token count"),
+        ("usage", {"input_tokens": 1, "cache_read_input_tokens": 2**63}, "a token count"),
+        ("usage", {"promptTokenCount": 1e300}, "a token count"),
+        ("created", 2**64, "the time it was made (created)"),
+        ("created", 1e300, "the time it was made (created)"),
+    ],
+)
+def test_a_number_no_run_records_is_a_load_error_naming_its_place(
+    tmp_path: Path, field: str, value: Any, says: str
+) -> None:
+    """2^64 tokens used to load, then make every answer of the turn a 500 (orjson writes
+    integers of 64 bits at most, and sums went past them)."""
+    path = tmp_path / "run.json"
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello", field: value},
+    ]
+    path.write_text(json.dumps(messages))
+    with pytest.raises(LoadError, match=rf"{path}:1: {re.escape(says)} is .*out of range") as error:
+        load_all(path)
+    assert error.value.index == 1
+
+
+def test_the_largest_exact_count_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    usage = {"prompt_tokens": 2**53 - 1, "completion_tokens": 0}
+    path.write_text(json.dumps([{"role": "user", "content": "hi"},
+                                {"role": "assistant", "content": "x", "usage": usage}]))  # fmt: skip
+    [t] = load_all(path)
+    assert t.turns[0].usage == Usage(2**53 - 1, 0)

@@ -208,3 +208,20 @@ def test_bad_requests_are_openai_shaped_400s(
     assert (
         r.json()["error"]["type"] == "invalid_request_error" and r.json()["error"]["param"] == param
     )
+
+
+def test_a_script_with_a_number_no_run_records_is_refused_and_the_old_one_stays(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str]
+) -> None:
+    _, upstream_url = upstream
+    good = recording("the task", "good_1")
+    bad = recording("the task", "bad_1")
+    bad[1]["usage"] = {"prompt_tokens": 2**64 - 1, "completion_tokens": 2**64 - 1}
+    with proxy(upstream=upstream_url) as url:
+        assert httpx.put(admin(url) + "/s1", json=good).status_code == 200
+        refused = httpx.put(admin(url) + "/s1", content=json.dumps(bad))
+        served = ask(url, "s1")
+    assert refused.status_code == 400
+    message = refused.json()["error"]["message"]
+    assert "the old script stays" in message and ":1: a token count is" in message
+    assert first_call_id(served) == "good_1"
