@@ -72,9 +72,14 @@ class InFlight:
         return {"session": self.session, "trajectory": self.trajectory or ""}
 
     def upstream(self) -> str | None:
-        """Where this session's live calls go, when that depends on the session."""
+        """Where this session's live calls go, when that depends on the session; a query that
+        would set one of the template's own parameters is refused here, before anything is
+        recorded."""
         upstream = self.runtime.upstream
-        return upstream.where(self.values) if upstream.target is not None else None
+        if upstream.target is None:
+            return None
+        upstream.target.own(self.request.query)
+        return upstream.where(self.values)
 
     def done(self, source: str, turn: str, status: int) -> None:
         self.runtime.answered(
@@ -367,9 +372,11 @@ def _answer(
     else:
         turn = decision.turn
         label, source = f"{turn.number}/{decision.total}", "scripted"
-    key = f"replay-{script.digest[:12] if script else 'none'}-{turn.number}"
+    served = f"replay-{script.digest[:12] if script else 'none'}"
+    key = f"{served}-{turn.number}"
     # the usage as recorded (else estimated), and a time that is the same on every replay
-    turn = turn.served(usage_for(turn, len(call.raw)), turn.created or stable_time(key))
+    created = turn.created or stable_time(served, turn.number)
+    turn = turn.served(usage_for(turn, len(call.raw)), created)
     headers = own_headers(call.headers, source.encode(), (b"x-replay-turn", label.encode()))
     if fault is not None:
         _injected(call, fault, label)
