@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from proxy.apis import APIS, BY_NAME
-from proxy.replay.trajectory import ToolCall, Turn
+from proxy.replay.trajectory import ToolCall, Turn, Usage
+from tests.conftest import ROOT
 
 GOLDEN = Path(__file__).parent / "golden"
 CREATED = 1_700_000_000
@@ -137,3 +138,17 @@ def test_the_golden_streams_keep_the_order_clients_parse() -> None:
         True,
     ]
     assert [("usageMetadata" in c) for c in gemini_chunks] == [False, False, False, True]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+@pytest.mark.parametrize("api", [api.name for api in APIS])
+def test_a_scripted_answer_reports_its_turns_usage_as_docs_replay_says(
+    api: str, stream: bool
+) -> None:
+    """Every API, Gemini's usageMetadata included, carries the turn's usage (the docs once said
+    it was zero, and Gemini's zeroed)."""
+    turn = TOOL_TURN.served(Usage(12345, 678), CREATED)
+    got = render(api, turn, stream).decode()
+    assert "12345" in got and "678" in got, got[-400:]
+    page = (ROOT / "docs" / "replay.md").read_text().lower()
+    assert "zeroed" not in page and "usage in scripted answers is zero" not in page
