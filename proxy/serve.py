@@ -13,6 +13,7 @@ import errno
 import ipaddress
 import os
 import secrets
+import signal
 import socket
 import sys
 import tempfile
@@ -161,11 +162,11 @@ def serve(flags: dict[str, Any]) -> int:
         "proxy_headers": False,  # nothing reads the client address; one less layer per request
         "server_header": False,  # a forwarded answer keeps the upstream's, not a second one
     }
-    try:
+    if token_file is None or settings.admin_token is None:
         _run(settings, sock, library, common)
-    finally:
-        if token_file is not None and settings.admin_token is not None:
-            admin_token.remove_file(token_file, settings.admin_token.get_secret_value())
+        return 0
+    with _token_file_kept(token_file, settings.admin_token.get_secret_value()):
+        _run(settings, sock, library, common)
     return 0
 
 
@@ -188,6 +189,25 @@ def _run(settings: Settings, sock: socket.socket, library: Library, common: dict
     app = create_app(settings, library=library)
     settle()
     uvicorn.Server(uvicorn.Config(app, **common)).run(sockets=[sock])  # run() sets up uvloop
+
+
+@contextlib.contextmanager
+def _token_file_kept(path: Path, token: str) -> Iterator[None]:
+    """The token file lives as long as the proxy: taken away when it stops, on SIGTERM too
+    (uvicorn re-raises the SIGTERM it caught once it has shut down; the default action would end
+    the process before any `finally`, so the file goes first, then the signal has its way)."""
+
+    def terminated(signum: int, frame: object) -> None:
+        admin_token.remove_file(path, token)
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        admin_token.remove_file(path, token)
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _made_token(settings: Settings, port: int) -> tuple[Settings, Path | None]:

@@ -54,7 +54,26 @@ def test_with_no_token_given_serve_makes_one_and_says_where(tmp_path: Path) -> N
     assert f"admin token in {path}" in described and token not in described
     assert weak_token(token) is None and mode == 0o600
     assert refused.status_code == 401 and wrong.status_code == 401 and allowed.status_code == 200
-    # (taken away when the proxy stops: see test_the_token_file_is_taken_away_on_exit)
+    assert not path.exists()  # taken away when the proxy stops (it was sent SIGTERM)
+
+
+def test_the_token_file_goes_with_the_proxy_on_ctrl_c_too(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "serve", "--port", "0", "--admin-token-file", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert process.stdout is not None
+    assert "listening on " in process.stdout.readline()
+    process.stdout.readline()  # the second start line: the file is written before it
+    assert path.exists()
+    process.send_signal(signal.SIGINT)
+    _, errors = process.communicate(timeout=60)
+    assert "Traceback" not in errors
+    assert not path.exists()
 
 
 def test_the_token_file_goes_to_the_users_runtime_folder_by_default(tmp_path: Path) -> None:
