@@ -9,8 +9,12 @@ why it changes). A preset has two kinds of rule:
   masked, wherever else it appears (tool descriptions, tool output, a directory tree);
 - masks: patterns masked wherever they match (a date in the harness's own words, a process id).
 
-The harness is recognised from its user agent or from the opening of its system prompt; a
-recording stores the name of the preset it was recorded with.
+The harness is recognised from its user agent or from the opening of its system prompt (and, where
+a home-made agent may well copy that prompt, from text only the harness's own first messages hold);
+a recording stores the name of the preset it was recorded with.
+
+Every mask covers a value and nothing after it: a mask that ran to the end of its line would also
+hide whatever a changed run wrote after the value.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ class Preset:
     title: str
     agents: tuple[str, ...]  # user-agent prefixes
     markers: tuple[str, ...]  # text that opens the system prompt or the first messages
+    # text the first messages must also hold (one of them): a marker alone is a prompt anyone may
+    # copy
+    requires: tuple[str, ...] = ()
     values: tuple[Rule, ...] = ()
     masks: tuple[Rule, ...] = ()
 
@@ -78,7 +85,10 @@ PRESETS: tuple[Preset, ...] = (
             Rule.of("today's date", r"(?P<keep>Today's date is )\d{4}-\d\d-\d\d"),
             Rule.of("the month", r"(?P<keep>The current month is )[A-Z][a-z]+ \d{4}"),
             Rule.of("commit hashes in its git snapshot", r"(?m)^[0-9a-f]{7,40}(?= )"),
-            Rule.of("its billing header", r"(?P<keep>x-anthropic-billing-header: )[^\n]*"),
+            Rule.of(
+                "its billing header",
+                r"(?P<keep>x-anthropic-billing-header: )[a-z_]+=[\w.-]*;(?: [a-z_]+=[\w.-]*;)*",
+            ),
         ),
     ),
     Preset(
@@ -92,8 +102,8 @@ PRESETS: tuple[Preset, ...] = (
             Rule.of("CODEX_HOME (its skills folder)", r"= `([^`\n]+)/skills/\.system`"),
         ),
         masks=(
-            Rule.of("today's date", r"(?P<keep><current_date>)[^<\n]*(?=</current_date>)"),
-            Rule.of("the time zone", r"(?P<keep><timezone>)[^<\n]*(?=</timezone>)"),
+            Rule.of("today's date", r"(?P<keep><current_date>)\d{4}-\d\d-\d\d(?=</current_date>)"),
+            Rule.of("the time zone", r"(?P<keep><timezone>)[\w+/-]+(?=</timezone>)"),
             Rule.of("the output chunk id", r"(?P<keep>Chunk ID: )[0-9a-f]+"),
             Rule.of("the command's wall time", r"(?P<keep>Wall time: )[\d.]+(?= seconds)"),
         ),
@@ -146,6 +156,8 @@ PRESETS: tuple[Preset, ...] = (
         "mini-swe-agent",
         agents=(),
         markers=("You are a helpful assistant that can interact with a computer",),
+        # its task template's way to end a run, in tool and in text mode alike
+        requires=("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",),
     ),
     Preset("openai-agents", "openai-agents", agents=("Agents/Python",), markers=()),
 )
@@ -158,11 +170,20 @@ def recognise(body: Any, user_agent: str = "") -> Preset | None:
     for preset in PRESETS:
         if user_agent.startswith(preset.agents) and preset.agents:
             return preset
-    openings = [text[:OPENING] for text in _openings(body)]
+    texts = list(_openings(body))
+    openings = [text[:OPENING] for text in texts]
     for preset in PRESETS:
-        if any(marker in text for marker in preset.markers for text in openings):
+        if _holds(openings, preset.markers) and (
+            # a task comes before the template's own text, and a task may be long: its end too
+            not preset.requires
+            or _holds([*openings, *(t[-OPENING:] for t in texts)], preset.requires)
+        ):
             return preset
     return None
+
+
+def _holds(openings: list[str], texts: tuple[str, ...]) -> bool:
+    return any(text in opening for text in texts for opening in openings)
 
 
 def _openings(body: Any) -> Iterator[str]:
