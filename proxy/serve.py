@@ -28,10 +28,12 @@ from pydantic import SecretStr, ValidationError
 from proxy import admin_token
 from proxy.app import INSTANCE, WORKER_SETTINGS, configure_logging, create_app, settle
 from proxy.config import ENV_PREFIX, Settings, unknown_variables
+from proxy.names import is_valid_name
 from proxy.sessions.library import Library, LibraryError
 from proxy.store import open_store
 from proxy.upstream import display
 from proxy.upstream.pool import forward_proxy
+from proxy.upstream.template import fields
 
 EXIT_BAD_FILE = 1
 EXIT_USAGE = 2
@@ -99,6 +101,10 @@ def serve(flags: dict[str, Any]) -> int:
         for problem in exc.errors:
             print(f"replay-proxy: {problem}", file=sys.stderr)
         return EXIT_BAD_FILE
+    unnamed = _unnamed_for_the_upstream(settings, library)
+    if unnamed is not None:
+        print(f"replay-proxy: {unnamed}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         asyncio.run(_check_store(settings.store))
     except Exception as exc:
@@ -226,6 +232,21 @@ def _made_token(settings: Settings, port: int) -> tuple[Settings, Path | None]:
         )
         return settings, None
     return settings.model_copy(update={"admin_token": SecretStr(token)}), path
+
+
+def _unnamed_for_the_upstream(settings: Settings, library: Library) -> str | None:
+    """With {trajectory} in --upstream or --upstream-header, every loaded trajectory's name must
+    be one the template takes; said at start rather than as a 400 on each live call."""
+    templates = [settings.upstream or "", *settings.upstream_header]
+    if not any("trajectory" in fields(t) for t in templates):
+        return None
+    for trajectory in library.all():
+        if not is_valid_name(trajectory.name):
+            return (
+                f"{trajectory.source}: its name {trajectory.name!r} fills {{trajectory}} in the "
+                "upstream, and may hold only letters, digits and . _ : -; rename the file"
+            )
+    return None
 
 
 def points_at(upstream: str, host: str, port: int) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ProxyFactory
+from tests.conftest import ROOT, ProxyFactory
 from tests.e2e.test_cli import run as run_cli
 from tests.e2e.test_harnesses import TASK, harness_logs, installed, live_answer, trajectory
 from tests.helpers.harness.recipes import RECIPES, assert_rebuilt, finished_its_own_way, run
@@ -103,3 +103,13 @@ def test_a_bad_template_stops_start_up_naming_its_flag_once(
     stopped = run_cli("serve", "--port", "0", *args, env=env)
     assert stopped.returncode == 2
     assert stopped.stderr.splitlines() == [f"replay-proxy: {says}"]
+
+
+def test_a_trajectory_whose_name_cannot_fill_the_template_stops_start_up(tmp_path: Path) -> None:
+    """Its every live call would be a 400: said once, at start."""
+    spaced = tmp_path / "my run.json"
+    spaced.write_text((ROOT / "examples" / "greeting.json").read_text())
+    upstream = "http://127.0.0.1:9/rollouts/{trajectory}/v1"
+    stopped = run_cli("serve", "--port", "0", "--trajectory", str(spaced), "--upstream", upstream)
+    assert stopped.returncode == 2
+    assert "its name 'my run' fills {trajectory} in the upstream" in stopped.stderr
