@@ -10,7 +10,6 @@ between runs differ) is reported and the lane goes on; the first changed one end
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,8 +51,7 @@ class Finding:
             return f"lane {self.lane}: {a} has {d.expected} steps, {b} has {d.actual}; [changed]"
         head = f"lane {self.lane}, step {self.step}: {self.what} differs at {d.path or '$'}"
         if self.volatile:
-            masks = " ".join(f"--mask {shlex.quote(k.pattern.pattern)}" for k in self.verdict.masks)
-            verdict = f"volatile ({masks} would cover it)"
+            verdict = f"volatile ({self.verdict.flags()} would cover it)"
         else:
             verdict = "changed"
         return f"{head}\n  {a}: {d.expected}\n  {b}: {d.actual}\n  verdict: {verdict}"
@@ -132,6 +130,7 @@ def diff(
     agree step for step."""
     findings: list[Finding] = []
     ended: set[str] = set()
+    preset = (preset_of(a) or preset_of(b)) if presets else None  # the verdicts' own masks
     for lane, step, what, x, y in compared(a, b, masks, presets=presets):
         if lane in ended:
             continue
@@ -141,7 +140,7 @@ def diff(
         difference = first_difference(x, y)
         if difference is None:
             continue
-        verdict = judge(x, y)
+        verdict = judge(x, y, preset=preset)
         if verdict.changed_at is not None:
             difference = verdict.changed_at
         findings.append(Finding(lane, step, what, difference, verdict))

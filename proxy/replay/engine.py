@@ -100,8 +100,7 @@ class Divergence:
     def describe(self) -> str:
         said = f"{self.reason}: {self.difference.describe()}"
         if self.volatile:
-            masks = " ".join(f"--mask '{k.pattern.pattern}'" for k in self.verdict.masks)
-            return f"{said} [volatile: {masks} would cover it]"
+            return f"{said} [volatile: {self.verdict.flags()} would cover it]"
         return f"{said} [changed]"
 
     def as_dict(self) -> dict[str, object]:
@@ -194,11 +193,13 @@ def decide(
         observed_masks = (*masks, *(rule.pattern for rule in preset.masks))
         if rules.strict is not None:  # the same patterns on both sides
             masks = observed_masks
-    held, divergence, replies = match_history(conv, turns, masks, text_based=text_based)
+    held, divergence, replies = match_history(
+        conv, turns, masks, text_based=text_based, preset=preset
+    )
     seen = NOTHING_SEEN
     if divergence is None:
         if text_based:
-            seen = observe_text(conv, turns, held, replies, observed_masks)
+            seen = observe_text(conv, turns, held, replies, observed_masks, preset)
         else:
             seen = observe(conv, script, held, observed_masks, preset)
     judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
@@ -241,6 +242,7 @@ def match_history(
     masks: tuple[re.Pattern[str], ...] = (),
     *,
     text_based: bool = False,
+    preset: Preset | None = None,
 ) -> tuple[int, Divergence | None, list[Reply]]:
     """How many scripted turns the history holds, the first disagreement if any, and the replies
     with each held turn in one piece (a Responses client may send a turn's calls apart, with
@@ -254,13 +256,13 @@ def match_history(
     for i, turn in enumerate(turns):
         if r >= len(replies):
             if follow_ups and turn.follow_up and out:  # the due turn opens an exchange
-                divergence = _follow_up(conv, turn, out[-1], conv.message_count, masks)
+                divergence = _follow_up(conv, turn, out[-1], conv.message_count, masks, preset)
                 if divergence is not None:
                     return i, divergence, out
             break
         reply = replies[r]
         if follow_ups and turn.follow_up and out:
-            divergence = _follow_up(conv, turn, out[-1], reply.position, masks)
+            divergence = _follow_up(conv, turn, out[-1], reply.position, masks, preset)
             if divergence is not None:
                 return i, divergence, [*out, *replies[r:]]
         calls = list(reply.calls)
@@ -323,7 +325,7 @@ def observe(
         difference = first_difference(want, got, path_of(result.output_path))
         if difference is not None:
             reason = f"the result of {call.name} call {call.id} differs from the recorded output"
-            verdict = judge(want, got, path=path_of(result.output_path))
+            verdict = judge(want, got, path=path_of(result.output_path), preset=preset)
             return Observations(
                 returned, Divergence(newest.number, reason, difference, "observation", verdict)
             )
@@ -336,13 +338,16 @@ def observe_text(
     held: int,
     replies: list[Reply],
     masks: tuple[re.Pattern[str], ...],
+    preset: Preset | None = None,
 ) -> Observations:
     """A text-based script: the user messages after the newest held turn are its observation,
     compared with the one recorded before the due turn (older ones were compared when they were
     newest). Once the script is used up the session is live: nothing is compared."""
     if held == 0 or held >= len(turns) or not turns[held].follow_up:
         return NOTHING_SEEN
-    divergence = _follow_up(conv, turns[held], replies[held - 1], conv.message_count, masks, True)
+    divergence = _follow_up(
+        conv, turns[held], replies[held - 1], conv.message_count, masks, preset, observation=True
+    )
     return Observations((), divergence) if divergence is not None else NOTHING_SEEN
 
 
@@ -433,6 +438,8 @@ def _follow_up(
     answer: Reply,
     before: int,
     masks: tuple[re.Pattern[str], ...],
+    preset: Preset | None = None,
+    *,
     observation: bool = False,
 ) -> Divergence | None:
     """The user messages between the previous answer and `before` must be the recorded follow-up
@@ -470,7 +477,7 @@ def _follow_up(
                 around(sent, at),
                 excerpts(expected, sent),
             )
-            verdict = judge(expected, sent, path=difference.path)
+            verdict = judge(expected, sent, path=difference.path, preset=preset)
             return Divergence(number, reason, difference, kind, verdict)
     return None
 

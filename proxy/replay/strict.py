@@ -7,7 +7,8 @@ used). A difference, a miss or a step beyond the recording is an error that says
 divergence is an error, not a warning.
 
 Both sides are normalised with the run's masks and the harness's preset (proxy.replay.presets):
-the values a preset captures are each side's own (its working directory, its date).
+the values a preset captures are each side's own (its working directory, its date). A divergence's
+verdict uses that same preset's masks, never another harness's.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class StrictReplay:
 
     def judge(self, recorded: Recorded, body: Any, preset: Preset | None = None) -> Verdict:
         preset = self.preset(recorded, preset)
-        return judge(self.normal(recorded, preset), self.received(body, preset))
+        return judge(self.normal(recorded, preset), self.received(body, preset), preset=preset)
 
     def matching(
         self,
@@ -116,7 +117,8 @@ class StrictReplay:
 
         best = max(candidates, key=shared)  # the first of the nearest
         normal = self.normal(side[best], used)
-        return Miss(len(candidates), best, first_difference(normal, wanted), judge(normal, wanted))
+        verdict = judge(normal, wanted, preset=used)
+        return Miss(len(candidates), best, first_difference(normal, wanted), verdict)
 
 
 def _candidates(side: Sequence[Recorded], lane: str, method: str, path: str) -> list[int]:

@@ -190,3 +190,57 @@ def test_a_recorded_runs_usage_is_what_its_replay_reports(
         )
     usage = answer.json()["usage"]
     assert (usage["input_tokens"], usage["output_tokens"]) == (11, 7), answer.text
+
+
+CLEAN = '{"command": "rm -rf /tmp/run-a/build"}'
+
+
+def cleaning(url: str, session: str, folder: str, command: str | None = None) -> list[Any]:
+    """The agent works in `folder` (its system prompt says so) and runs what it is given, or
+    `command` instead; the tool result names the folder."""
+    c = client(url, **{"x-session-affinity": session})
+    messages = [system("2026-12-05", folder), {"role": "user", "content": TASK}]
+    got = []
+    while True:
+        message, _ = agent_step(c, messages, stream=False)
+        got.append(message["tool_calls"] or message["content"])
+        if not message["tool_calls"]:
+            return got
+        for call in message["tool_calls"]:
+            call["function"]["arguments"] = command or call["function"]["arguments"]
+        follow(messages, message, output=lambda _: f"removed {folder}")
+
+
+def test_fail_on_changed_serves_another_temporary_folder_but_not_another_command(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], tmp_path: Path
+) -> None:
+    """A temporary folder is a value that changes between runs; `/tmp/../../home/user` is a
+    way out of it, and a command the harness ran is the run itself, whatever it differs in."""
+    fake, upstream_url = upstream
+    fake.then(tool_call("bash", CLEAN, "call_rec_1"), text("Done."))
+    with proxy(upstream=upstream_url, record_dir=tmp_path / "rec") as url:
+        cleaning(url, "ses_rec", "/tmp/run-a/build")
+    recording = tmp_path / "rec" / "ses_rec.jsonl"
+
+    def replayed(session: str, folder: str, command: str | None = None) -> dict[str, Any]:
+        with proxy(trajectory=[recording], mode="strict", fail_on="changed") as url:
+            try:
+                cleaning(url, session, folder, command)
+                error = None
+            except openai.NotFoundError as exc:
+                error = exc.body
+            return {"error": error, "status": status(url, session)}
+
+    elsewhere = replayed("ses_elsewhere", "/tmp/run-b/build")
+    assert elsewhere["error"] is None and elsewhere["status"]["volatile"]["served"] == 2
+    assert elsewhere["status"]["complete"], elsewhere
+
+    way_out = replayed("ses_way_out", "/tmp/../../home/user")
+    assert way_out["error"] is not None and way_out["error"]["replay"]["verdict"] == "changed"
+    assert way_out["status"]["turns_served"] == 0
+
+    # the same folder, but the harness ran another command than the recorded one
+    other = replayed("ses_other", "/tmp/run-a/build", '{"command": "rm -rf /tmp/run-b/build"}')
+    assert other["error"] is not None and other["error"]["replay"]["verdict"] == "changed"
+    assert "tool_calls" in other["error"]["replay"]["path"], other["error"]["replay"]
+    assert other["status"]["turns_served"] == 1
