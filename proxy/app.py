@@ -78,7 +78,9 @@ def create_app(
         on_divergence=settings.on_divergence,
         on_observation=settings.on_observation_divergence,
         after_script=settings.after_script,
-        strict=StrictReplay(masks, presets=settings.presets)
+        strict=StrictReplay(
+            masks, presets=settings.presets, cache_bytes=settings.trajectory_cache_bytes
+        )
         if settings.mode is Mode.STRICT
         else None,
         masks=masks,

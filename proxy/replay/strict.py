@@ -9,11 +9,16 @@ divergence is an error, not a warning.
 Both sides are normalised with the run's masks and the harness's preset (proxy.replay.presets):
 the values a preset captures are each side's own (its working directory, its date). A divergence's
 verdict uses that same preset's masks, never another harness's.
+
+Each recorded request's normal form is kept for the next request of its step, bounded by bytes (the
+--trajectory-cache-bytes limit), least recently used first: reloaded recordings are new objects,
+and their forms would otherwise pile up for as long as the proxy runs.
 """
 
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,13 +42,28 @@ class Miss:
     verdict: Verdict | None = None
 
 
-class StrictReplay:
-    """Normalises with the run's masks; remembers each recorded request's normal form."""
+CACHE_BYTES = 256 * 1024 * 1024  # as --trajectory-cache-bytes' default
 
-    def __init__(self, masks: Sequence[re.Pattern[str]], *, presets: bool = True) -> None:
+_Key = tuple[int, str | None]
+
+
+class StrictReplay:
+    """Normalises with the run's masks; remembers recorded requests' normal forms, up to
+    `cache_bytes` of them (as serialised), the least recently used going first."""
+
+    def __init__(
+        self,
+        masks: Sequence[re.Pattern[str]],
+        *,
+        presets: bool = True,
+        cache_bytes: int = CACHE_BYTES,
+    ) -> None:
         self.masks = tuple(masks)
         self.presets = presets
-        self._cache: dict[tuple[int, str | None], Any] = {}
+        self.cache_bytes = cache_bytes
+        self.cached = 0  # bytes of the normal forms kept
+        # the Recorded is kept with its form: while it lives, no other object has its id
+        self._cache: OrderedDict[_Key, tuple[Recorded, Any, int]] = OrderedDict()
 
     def preset(self, recorded: Recorded, preset: Preset | None) -> Preset | None:
         """The request's preset, else the one the recording names (a harness left unrecognised
@@ -55,9 +75,29 @@ class StrictReplay:
     def normal(self, recorded: Recorded, preset: Preset | None) -> Any:
         key = (id(recorded), preset.name if preset else None)
         found = self._cache.get(key)
-        if found is None:
-            found = self._cache[key] = (recorded, self.received(recorded.request, preset))
-        return found[1]
+        if found is not None and found[0] is recorded:
+            self._cache.move_to_end(key)
+            return found[1]
+        normal = self.received(recorded.request, preset)
+        self._keep(key, (recorded, normal, len(_serialised(normal))))
+        return normal
+
+    def _keep(self, key: _Key, entry: tuple[Recorded, Any, int]) -> None:
+        """The newest is always kept, even alone over the bound: the step's next request (its
+        verdict, a retry) reads it again at once. Decisions on large bodies run in threads, so
+        each step tolerates another thread having taken an entry first."""
+        old = self._cache.pop(key, None)
+        self.cached += entry[2] - (old[2] if old is not None else 0)
+        self._cache[key] = entry
+        while self.cached > self.cache_bytes and len(self._cache) > 1:
+            try:
+                _, (_, _, size) = self._cache.popitem(last=False)
+            except KeyError:
+                break
+            self.cached -= size
+
+    def cache_report(self) -> dict[str, int]:
+        return {"entries": len(self._cache), "bytes": self.cached, "limit": self.cache_bytes}
 
     def received(self, body: Any, preset: Preset | None) -> Any:
         masks = self.masks if preset is None else (*preset.patterns(body), *self.masks)

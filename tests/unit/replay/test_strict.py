@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from proxy.replay.normalize import compile_masks
 from proxy.replay.strict import StrictReplay
 from proxy.replay.trajectory import Recorded
@@ -83,3 +85,27 @@ def test_side_requests_match_the_first_equal_one_of_their_lane_and_a_miss_names_
     assert miss.difference is not None and miss.difference.path == "messages[0].content"
     nothing = strict.closest(side, body=near, lane="other", method="GET", path="/v1/models")
     assert (nothing.candidates, nothing.closest, nothing.difference) == (0, None, None)
+
+
+def test_the_normal_forms_kept_are_bounded_by_bytes_least_recently_used_first() -> None:
+    """Each reload of a recording makes new Recorded objects: their normal forms must not pile
+    up. The bound is in bytes of the forms as serialised; what goes is what was least recently
+    compared, and what goes is normalised again when asked for."""
+    forms = [recorded(body(f"call_{n}", "{}", "2026-11-30"), index=n) for n in range(40)]
+    size = len(orjson.dumps(StrictReplay(()).received(forms[0].request, None)))
+    strict = StrictReplay((), cache_bytes=10 * size)
+    first = forms[0]
+    for n, r in enumerate(forms):
+        assert strict.compare(r, r.request) is None
+        assert strict.compare(first, first.request) is None  # the first is used all along
+        report = strict.cache_report()
+        assert report["bytes"] <= 10 * size and report["entries"] == min(n + 1, 10)
+    # the first stayed (used every time), the ones in between went, the newest are kept
+    kept = {key[0] for key in strict._cache}
+    assert id(first) in kept and id(forms[-1]) in kept and id(forms[1]) not in kept
+    # one form over the bound alone is still kept: the step's next request reads it again
+    tiny = StrictReplay((), cache_bytes=1)
+    assert tiny.compare(first, first.request) is None
+    assert tiny.cache_report()["entries"] == 1
+    assert tiny.compare(forms[1], forms[1].request) is None
+    assert tiny.cache_report()["entries"] == 1 and id(forms[1]) in {k[0] for k in tiny._cache}
