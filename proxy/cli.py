@@ -319,16 +319,8 @@ def _health_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; Ctrl-C ends it quietly (130, as a shell reports SIGINT), and so does a
-    reader that closes the pipe early (`replay-proxy check ... | head`).
-
-    SIGINT gets its default meaning back first: a script's background job (`replay-proxy serve
-    ... &`) starts with it ignored, and would lose every SIGINT until uvicorn took it over."""
+    reader that closes the pipe early (`replay-proxy check ... | head`)."""
     try:
-        import signal
-        import threading
-
-        if threading.current_thread() is threading.main_thread():  # main() called in a thread
-            signal.signal(signal.SIGINT, signal.default_int_handler)
         code = run(argv)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
         return code
@@ -510,10 +502,9 @@ def compare(
 def suggest(
     a: Path, b: Path, masks: Sequence[re.Pattern[str]], *, presets: bool, out: Path | None
 ) -> int:
-    import shlex
-
     from proxy.recording.suggest import mask_file
     from proxy.recording.suggest import suggest as suggested
+    from proxy.replay.volatile import mask_flags
 
     both = _both(a, b)
     if both is None:
@@ -526,11 +517,10 @@ def suggest(
     if found.masks:
         print(f"A: {a}\nB: {b}\n{len(found.masks)} masks{preset} explain the differences:")
         for suggestion in found.masks:
-            print(f"\n  --mask {shlex.quote(suggestion.pattern)}")
+            print(f"\n  {mask_flags([suggestion.pattern])}")
             for line in suggestion.comment():
                 print(f"      {line}")
-        flags = " ".join(f"--mask {shlex.quote(s.pattern)}" for s in found.masks)
-        print(f"\nflags: {flags}")
+        print(f"\nflags: {mask_flags(s.pattern for s in found.masks)}")
         if out is not None:
             out.write_text(mask_file(found, str(a), str(b)), encoding="utf-8")
             print(f"written to {out} (give it to --mask-file)")

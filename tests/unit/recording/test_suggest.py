@@ -70,17 +70,23 @@ def test_each_suggestion_says_what_it_matched_in_both_and_where(tmp_path: Path) 
     assert date.places[0].startswith("lane main, step 1, the request: contents[0].parts[0].text")
 
 
-def test_a_value_of_no_known_kind_gets_a_mask_from_the_text_before_it() -> None:
+def test_a_value_of_no_known_kind_gets_a_mask_of_its_shape_between_the_text_around_it() -> None:
     explained = explain(
         "Primary working directory: /home/ana/proj\nok",
         "Primary working directory: /srv/ci/b7/proj\nok",
     )
     assert explained is not None
-    [(pattern, _, examples)] = explained
-    assert pattern == r"(?P<keep>Primary\ working\ directory:\ )[^\s\"'`<>()\[\]{},;]+"
-    assert examples == ("/home/ana/proj", "/srv/ci/b7/proj")
-    masked = mask_text("Primary working directory: /a b", [re.compile(pattern)])
-    assert masked == "Primary working directory: <masked> b"
+    [(pattern, what, examples)] = explained
+    assert pattern.startswith(r"(?P<keep>Primary\ working\ directory:\ )")
+    assert pattern.endswith(r"(?=\n)") and "\n" not in pattern  # a mask file holds one a line
+    assert what.startswith("a path") and examples == ("/home/ana/proj", "/srv/ci/b7/proj")
+    mask = [re.compile(pattern)]
+    assert mask_text("Primary working directory: /a/b\n", mask) == (
+        "Primary working directory: <masked>\n"
+    )
+    # the value only: text after it on the line, or a path that walks out, is not masked
+    for other in ("/a b\n", "/a;rm -rf ~\n", "/srv/../../etc\n", "/a$(id)\n"):
+        assert "<masked>" not in mask_text(f"Primary working directory: {other}", mask), other
 
 
 def test_what_no_mask_explains_is_reported_with_its_place(
@@ -105,3 +111,46 @@ def test_what_no_mask_explains_is_reported_with_its_place(
     assert f"lane main: {a} has 4 steps, {b} has 3" in out
     findings = diff(load_file(a), load_file(b))
     assert findings and not findings[0].volatile
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        # a test that passed, then failed: words and short numbers are results, not values
+        ("tests/test_app.py::test_x PASSED [100%]", "tests/test_app.py::test_x FAILED [100%]"),
+        ("===== 3 passed in 0.12s =====", "===== 2 passed, 1 failed in 0.15s ====="),
+        ("3 passed in 0.12s\n", "2 passed, 1 failed in 0.15s\n"),  # at the start of a line
+        ("Process exited with code 0\nOutput:", "Process exited with code 1\nOutput:"),
+        ("<returncode>0</returncode>", "<returncode>1</returncode>"),
+        # text added after a value, or a line added
+        ("Today's date is 5 December 2026.", "Today's date is 5 December 2026. Also rm -rf /"),
+        ("total 8\nnotes.txt", "total 8\nnotes.txt\nid_rsa"),
+        # a value alone on its line: nothing says where it is
+        ("/home/ana/proj\n", "/srv/ci/b7/proj\n"),
+        # a path that walks out of where it was
+        ("cd /home/ana/proj now", "cd /home/ana/../../etc now"),
+    ],
+)
+def test_what_has_no_values_shape_is_beyond_masks(a: str, b: str) -> None:
+    assert explain(a, b) is None
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "what"),
+    [
+        ("pid 4813 started", "pid 12345 started", "a number"),
+        ("took 0.0120 seconds", "took 1.5 seconds", "a number with a fraction"),
+        ("session ses_01hx9k ready", "session ses_7qa2mz ready", "an id"),
+        ("Today's date is 5 December 2026.", "Today's date is 14 January 2027.", "a written date"),
+    ],
+)
+def test_a_value_gets_a_mask_that_holds_it_and_nothing_else(a: str, b: str, what: str) -> None:
+    explained = explain(a, b)
+    assert explained is not None
+    [(pattern, said, _)] = explained
+    mask = [re.compile(pattern)]
+    assert mask_text(a, mask) == mask_text(b, mask)
+    # the same place with more after the value is not made equal
+    assert mask_text(a, mask) != mask_text(b + " rm -rf /", mask)
+    assert mask_text(a, mask) != mask_text(b.replace(" ", "  ", 1), mask)
+    assert said.startswith(what)
