@@ -319,8 +319,16 @@ def _health_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; Ctrl-C ends it quietly (130, as a shell reports SIGINT), and so does a
-    reader that closes the pipe early (`replay-proxy check ... | head`)."""
+    reader that closes the pipe early (`replay-proxy check ... | head`).
+
+    SIGINT gets its default meaning back first: a script's background job (`replay-proxy serve
+    ... &`) starts with it ignored, and would lose every SIGINT until uvicorn took it over."""
     try:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():  # main() called in a thread
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         code = run(argv)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
         return code
