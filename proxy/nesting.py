@@ -33,6 +33,20 @@ def too_deep(value: Any) -> bool:
     return False
 
 
+def embedded(text: str) -> Any:
+    """JSON text inside a value (tool-call arguments, a tool result), as a value; None when it is
+    not JSON, or nests deeper than a request may (then it is compared as the text it is: it is a
+    harness's data, not a reason to refuse the request)."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    # only text with that many brackets can nest that deep: most is not checked further
+    if text.count("[") + text.count("{") > MAX_DEPTH and too_deep(value):
+        return None
+    return value
+
+
 def deep_read(error: orjson.JSONDecodeError) -> bool:
     """orjson refused to read a document for its depth (over 1024 levels)."""
     return str(error).startswith("depth limit")

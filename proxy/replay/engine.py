@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-import orjson
-
+from proxy.nesting import embedded
 from proxy.replay.content import text_of
 from proxy.replay.conversation import NO_ID, Conversation, Reply, path_of
 from proxy.replay.difference import (
@@ -354,16 +353,9 @@ def observe_text(
 def _output(text: str, masks: tuple[re.Pattern[str], ...]) -> Any:
     """Tool output as compared: JSON output by value, text with the masks applied."""
     stripped = text.strip()
-    if stripped[:1] in ("{", "[") and (value := _json(stripped)) is not None:
+    if stripped[:1] in ("{", "[") and (value := embedded(stripped)) is not None:
         return normalize(value, masks, body=False)
     return normalize(text, masks, body=False)
-
-
-def _json(text: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return None
 
 
 def _strict_step(

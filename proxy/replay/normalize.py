@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
+from proxy.nesting import embedded
 
 ID_KEYS = frozenset({"id", "tool_call_id", "call_id", "tool_use_id"})
 VOLATILE_TOP_KEYS = frozenset(
@@ -112,7 +112,5 @@ def _walk(
 
 
 def _parsed(text: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return text
+    value = embedded(text)  # None when not JSON (or "null"), or nested too deep to walk
+    return text if value is None else value

@@ -13,7 +13,7 @@ import pytest
 
 from proxy.nesting import MAX_DEPTH
 from tests.conftest import ProxyFactory
-from tests.helpers.agent import RECORDED, agent_step, client, follow, start_messages
+from tests.helpers.agent import RECORDED, TOOLS, agent_step, client, follow, start_messages
 from tests.helpers.servers import FakeUpstream, text
 
 DEEP = "__deep__"
@@ -117,3 +117,38 @@ def test_a_too_deep_request_leaves_the_session_as_it_was(
     assert refused.status_code == 400
     assert headers["x-replay-turn"] == "2/2"  # the next turn, as if nothing had happened
     assert status["turns_served"] == 2
+
+
+def _deep_text(depth: int) -> str:
+    return nested(depth).decode()
+
+
+@pytest.mark.parametrize("mode", ["resume", "strict"])
+@pytest.mark.parametrize("where", ["tool result", "call arguments"])
+def test_json_nested_deep_inside_a_string_is_data_and_the_session_goes_on(
+    proxy: ProxyFactory,
+    write_trajectory: Callable[..., Path],
+    tmp_path: Path,
+    mode: str,
+    where: str,
+) -> None:
+    """A tool may print JSON nested a thousand deep, and a model may write it as arguments: the
+    proxy parses such text only to compare it, and compares it as text when it nests deeper
+    than a request may. It used to be a 500 on every retry of the same history: stuck."""
+    recorded = tmp_path / "rec"
+    with proxy(trajectory=[write_trajectory(RECORDED)], record_dir=recorded, mode=mode) as url:
+        c = client(url, **{"x-session-affinity": "deep-2"})
+        messages = start_messages()
+        answer, _ = agent_step(c, messages, stream=False)
+        follow(messages, answer, lambda call: _deep_text(300) if where == "tool result" else "")
+        if where == "call arguments":
+            messages[-2]["tool_calls"][0]["function"]["arguments"] = _deep_text(1000)
+        messages.append(RECORDED[4])
+        sent = orjson.dumps({"model": "m", "messages": messages, "tools": TOOLS})
+        second = post(url + "/chat/completions", sent, **{"x-session-affinity": "deep-2"})
+        status = httpx.get(url.removesuffix("/v1") + "/replay/sessions/deep-2").json()
+    assert second.status_code == 200, second.text
+    assert second.headers["x-replay-turn"] == "2/2"
+    assert status["turns_served"] == 2
+    if where == "tool result":  # compared with the recorded output, as text: it differs
+        assert status["observations"]["differing"] == 1
