@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -358,8 +357,9 @@ def _count(runtime: Runtime, d: Divergence) -> None:
 def _verdict(d: Divergence) -> str:
     if not d.volatile:
         return "changed (no mask a harness preset or the proxy knows explains it)"
-    masks = " ".join(f"--mask {shlex.quote(k.pattern.pattern)}" for k in d.verdict.masks)
-    return f"volatile: only values that change between runs differ; {masks} would cover it"
+    return (
+        f"volatile: only values that change between runs differ; {d.verdict.flags()} would cover it"
+    )
 
 
 def _answer(
