@@ -47,6 +47,7 @@ def report(
     """`script_error`: why the session's script could not be read (the rest is still known)."""
     script: dict[str, Any] | None = None
     calls: list[dict[str, Any]] = []
+    not_due: set[str] = set()
     if state.script_digest is not None:
         returned = set(state.results_returned)
         if trajectory is not None:
@@ -55,6 +56,7 @@ def report(
                 for t in trajectory.turns[: state.turns_planned]
                 for c in t.tool_calls
             ]
+            not_due = ended_with(state, trajectory) - returned
         script = {
             "name": state.script_name,
             "source": state.script_source,
@@ -71,11 +73,14 @@ def report(
             else [],
             "error": script_error,
         }
-    complete = (
-        trajectory is not None
-        and state.turns_served == state.turns_planned
-        and all(c["result_returned"] for c in calls)
-    )
+    # the calls of served turns whose results were due and never came back (an unserved turn's
+    # calls are said as the turn itself)
+    missing = [
+        c
+        for c in calls
+        if c["turn"] <= state.turns_served and not c["result_returned"] and c["id"] not in not_due
+    ]
+    incomplete = _incomplete(state, trajectory, missing, script_error)
     return {
         "session": state.id,
         "phase": phase(state),
@@ -89,8 +94,11 @@ def report(
             "expected": len(calls),
             "returned": sum(c["result_returned"] for c in calls),
             "calls": calls,
+            "missing": [c["id"] for c in missing],
+            "not_due": [c["id"] for c in calls if c["id"] in not_due],
         },
-        "complete": complete,
+        "complete": not incomplete,
+        "incomplete": incomplete,
         "preset": state.preset,
         "divergence": _with_time(state.divergence),
         "divergences": state.divergences,
@@ -112,6 +120,47 @@ def report(
         "created": iso(state.created),
         "last_seen": iso(state.last_seen),
     }
+
+
+def ended_with(state: SessionState, trajectory: Trajectory) -> set[str]:
+    """The calls whose results need not come back: those of the script's last turn when nothing
+    could come after them. The recorded run ended with them (the script holds no result of theirs:
+    mini-swe-agent's submit command, OpenHands' finish tool end the harness), the session replays
+    the whole script (a branch's last turn was followed by more in the recorded run), and this run
+    ended there too: no request came after it (none went live, got a --after-script stop answer or
+    diverged, each of which would have held or owed those results)."""
+    if not trajectory.turns or state.turns_planned != len(trajectory.turns):
+        return set()
+    if state.live_since is not None or state.stops or state.divergence is not None:
+        return set()
+    last = trajectory.turns[-1]
+    if state.turns_served != last.number:
+        return set()
+    return {c.id for c in last.tool_calls if c.id not in trajectory.tool_outputs}
+
+
+def _incomplete(
+    state: SessionState,
+    trajectory: Trajectory | None,
+    missing: list[dict[str, Any]],
+    script_error: str | None,
+) -> list[str]:
+    """Why the replay is not complete, each said exactly; empty when it is: every planned turn
+    was served and every result that was due came back."""
+    if state.script_digest is None:
+        return ["no script: nothing was replayed"]
+    if trajectory is None:
+        return [f"its script cannot be read: {script_error or 'unknown'}"]
+    why = []
+    if state.turns_served < state.turns_planned:
+        first, last = state.turns_served + 1, state.turns_planned
+        turns = f"turn {first}" if first == last else f"turns {first} to {last}"
+        why.append(f"{turns} of {state.turns_planned} not served")
+    if missing:
+        calls = ", ".join(f"{c['id']} (turn {c['turn']}, {c['name']})" for c in missing)
+        results = "1 tool result" if len(missing) == 1 else f"{len(missing)} tool results"
+        why.append(f"{results} never came back: {calls}")
+    return why
 
 
 def faults(state: SessionState, plan: Sequence[Fault]) -> dict[str, Any]:

@@ -76,6 +76,10 @@ def test_the_bundled_example_replays_with_no_model_and_nothing_to_warn_about(
     assert main["observations"]["differing"] == 0, main["observations"]
     assert main["phase"] == ("served" if ends_itself else "stopped"), main
     assert main["errors"] == 0, main
+    # the replay's verdict, as a CI check reads it (docs/record-strict-diff.md): the results of
+    # a run's own way out never come back, and are not due
+    assert main["divergences"] == 0 and main["complete"], main["incomplete"]
+    assert main["tool_results"]["not_due"] == (["call_greet_4"] if ends_itself else []), main
     warned: list[Any] = [
         r.getMessage()
         for r in caplog.records

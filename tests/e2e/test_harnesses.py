@@ -165,6 +165,8 @@ def test_harness_replays_the_script_for_real_then_continues_live(
     assert main["turns_served"] == 3 and main["scripted_responses"] == 4, main
     assert main["tool_results"]["returned"] == 3 and main["divergences"] == 0, main
     assert main["phase"] == "live"
+    # the replay's verdict, as a CI check reads it (docs/record-strict-diff.md)
+    assert main["divergences"] == 0 and main["complete"], main["incomplete"]
 
     # the first live request holds the replayed prefix with the harness's real results, and the
     # later user message spliced in right before the turn it preceded
