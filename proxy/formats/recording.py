@@ -7,13 +7,20 @@ request retried after a failure or a timeout appears twice: only the last attemp
 Exchanges of the other lanes are kept whole, to be matched in strict replay. A harness that calls
 its tools through text leaves no main-lane exchange: its tool-less exchanges that continue one
 another are its steps, and the script is text-based (proxy.replay.text_based).
+
+A recording holds one run of its session: the recorder starts a file of its own for each run
+(Run says when an exchange begins another), and a file that holds two runs (written by an older
+version, or two files put together) is a load error naming the line where the second begins,
+never read as the last of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -32,6 +39,97 @@ def is_recording(first: Any) -> bool:
     return isinstance(first, dict) and first.get("type") == "exchange"
 
 
+@dataclass(slots=True)
+class Run:
+    """What a run of a session has recorded so far, enough to tell when an exchange begins
+    another run: the same session id used again (a harness that sends no session header is keyed
+    by its system prompt and task, so running it twice on one task is one session).
+
+    Another run begins with
+    - a main-lane request that starts an agent loop (no answer of the model, no tool result in
+      its history) once the run has a main-lane step: the agent started over. A follow-up carries
+      the earlier exchanges, a retry repeats a request whose answer failed, so neither starts one;
+    - for a run with no main-lane exchange (a harness that calls its tools through text), its
+      first request again, after the run went on past it: a client repeats a request that got its
+      answer only when it starts over.
+    """
+
+    id: str | None = None  # the run id its lines carry (the recorder's; None in older files)
+    first: tuple[str, bytes] | None = None  # lane and digest of its first answered request
+    went_on: bool = False  # an answered exchange of another request came after that one
+    stepped: bool = False  # it has a main-lane step
+    main: bool = False  # it has a main-lane exchange
+
+    def begins_another(self, exchange: Mapping[str, Any]) -> str | None:
+        """Why `exchange` begins another run, or None when it belongs to this one."""
+        lane = exchange.get("lane")
+        if lane == "main" and self.stepped and starts_a_loop(exchange):
+            return (
+                "its conversation starts over (a request with no answer of the model in it, "
+                "after the run's steps)"
+            )
+        if not self.main and self.went_on and lane != "main" and self.first == _key(exchange):
+            return "its first request came again, after the run went on past it"
+        return None
+
+    def add(self, exchange: Mapping[str, Any]) -> None:
+        lane = exchange.get("lane")
+        self.main = self.main or lane == "main"
+        if exchange.get("status") != 200 or exchange.get("error") is not None:
+            return  # a failed attempt: the request may come again as a retry
+        if lane == "main" and _usable_step(exchange):
+            self.stepped = True
+        if self.main:
+            return  # the first request matters only to a run with no main lane
+        key = _key(exchange)
+        if self.first is None:
+            self.first = key
+        elif key != self.first:
+            self.went_on = True
+
+
+def starts_a_loop(exchange: Mapping[str, Any]) -> bool:
+    """A request that begins an agent loop: its history is the task (a user message) with only
+    system and developer messages beside it, no answer of the model and no tool result, and it
+    continues no stored response."""
+    request = exchange.get("request")
+    if not isinstance(request, dict) or request.get("previous_response_id"):
+        return False
+    try:
+        history = _chat_history(request, str(exchange.get("api", "chat")), "", 0)
+    except LoadError:
+        return False
+    roles = [m.get("role") if isinstance(m, dict) else None for m in history]
+    return "user" in roles and all(r in ("system", "developer", "user") for r in roles)
+
+
+def _key(exchange: Mapping[str, Any]) -> tuple[str, bytes]:
+    body = orjson.dumps(exchange.get("request"), option=orjson.OPT_SORT_KEYS)
+    return str(exchange.get("lane")), hashlib.sha256(body).digest()
+
+
+def one_run(lines: Sequence[tuple[int, Any]], source: str) -> None:
+    """A LoadError at the line where a second run of the session begins, if one does."""
+    run = Run()
+    for k, (index, exchange) in enumerate(lines):
+        if not is_recording(exchange):
+            return  # said by the caller
+        marked = exchange.get("run")
+        if k == 0:
+            run.id = marked if isinstance(marked, str) else None
+        why = "its run id is another" if marked != run.id else run.begins_another(exchange)
+        if why is not None:
+            raise LoadError(
+                source,
+                index,
+                f"line {index + 1} begins another run of session {exchange.get('session')!r}: "
+                f"{why}. A recording holds one run: replay-proxy now records each run of a "
+                "session to a file of its own (SESSION.jsonl, SESSION.2.jsonl, ...); cut this "
+                f"file before line {index + 1} to keep the first run, or record it again",
+            )
+        run.add(exchange)
+
+
 def trajectory_from_recording(
     lines: Sequence[tuple[int, Any]],
     *,
@@ -40,6 +138,7 @@ def trajectory_from_recording(
     digest: str,
     notes: Sequence[Note] = (),
 ) -> Trajectory:
+    one_run(lines, source)
     steps: list[tuple[int, dict[str, Any]]] = []
     others: list[tuple[int, dict[str, Any]]] = []
     for index, exchange in lines:
@@ -165,7 +264,7 @@ def _said(message: Any) -> tuple[str, str]:
     return (str(message.get("role")), squash(text_of(message.get("content"))))
 
 
-def _usable_step(exchange: dict[str, Any]) -> bool:
+def _usable_step(exchange: Mapping[str, Any]) -> bool:
     return (
         exchange.get("status") == 200
         and exchange.get("error") is None

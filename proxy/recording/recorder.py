@@ -4,6 +4,10 @@ One JSON line per exchange, made and written when the exchange completes, in one
 (lines never interleave, and the event loop never waits on the disk or on serialising). A crash
 loses at most the exchange in flight; a half-written last line is skipped with a warning when the
 recording is loaded.
+One file per run of a session, as a cassette holds one: a session whose file holds an earlier run
+(of another proxy, or of this one before the agent started over: proxy.formats.recording.Run)
+goes on in <session>.2.jsonl, then .3, said in the log; each line names its run. The workers of
+one `serve` write the same run's file, deciding under a lock on the folder.
 Credentials are never written: no request headers are recorded, and every secret the proxy knows
 (the upstream key, the admin token, the client's own key) is replaced wherever it would appear.
 """
@@ -11,6 +15,11 @@ Credentials are never written: no request headers are recorded, and every secret
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import logging
+import os
+import secrets as random
+from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -19,10 +28,17 @@ from typing import Any
 
 import orjson
 
+from proxy.formats.recording import Run
 from proxy.names import file_in
 
 FORMAT_VERSION = 1
 REDACTED = "[redacted]"
+# the variable `serve` sets to one id for all its workers (proxy.app.INSTANCE): their recorders
+# write one run to one file
+INSTANCE_VARIABLE = "_REPLAY_PROXY_INSTANCE"
+SESSIONS_KEPT = 10_000  # sessions whose run this process keeps in mind; others are read again
+
+log = logging.getLogger("proxy.recording")
 
 
 @dataclass(slots=True)
@@ -49,6 +65,7 @@ class Exchange:
     error: str | None = None  # e.g. the stream broke off, or the client left
     preset: str | None = None  # the harness recognised (proxy.replay.presets), when presets are on
     upstream: str | None = None  # where it went live, when --upstream depends on the session
+    run: str | None = None  # its run of the session, one file per run (the recorder sets it)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def line(self, secrets: Iterable[str]) -> bytes:
@@ -65,29 +82,160 @@ def redact(data: bytes, secrets: Iterable[str]) -> bytes:
     return data
 
 
+@dataclass(slots=True)
+class _RunFile:
+    """The file a run of a session is written to, and what this process knows of the run."""
+
+    number: int  # 1: <session>.jsonl, N: <session>.N.jsonl
+    path: Path
+    run: Run
+    session: str | None = None  # whose lines it holds, as its first line says
+    read: int = 0  # bytes of the file whose lines `run` has taken in
+
+
 class Recorder:
-    def __init__(self, folder: Path, secrets: Iterable[str] = ()) -> None:
+    def __init__(
+        self, folder: Path, secrets: Iterable[str] = (), *, instance: str | None = None
+    ) -> None:
+        """`instance`: the `serve` this recorder is part of (its workers share it), by default
+        the one `serve` put in the environment for its workers, else a new one."""
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.secrets = tuple(s for s in secrets if s)
+        serve = instance or os.environ.get(INSTANCE_VARIABLE) or random.token_hex(8)
+        self._serve = f"{serve}."  # every run id this serve makes starts with it
+        self._files: OrderedDict[str, _RunFile] = OrderedDict()  # writer thread only
+        self._lock = os.open(folder, os.O_RDONLY)  # flock'ed while a run's file is chosen
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recorder")
 
-    def path_for(self, session: str) -> Path:
-        return file_in(self.folder, session, ".jsonl")
+    def path_for(self, session: str, number: int = 1) -> Path:
+        """<session>.jsonl, or <session>.N.jsonl for the session's N-th run in the folder."""
+        first = file_in(self.folder, session, ".jsonl")  # the session id checked once
+        return first if number == 1 else first.with_name(f"{session}.{number}.jsonl")
 
     async def write(self, exchange: Exchange, secrets: Iterable[str] = ()) -> None:
         """The line is made in the writer thread too: a large answer takes long to serialise."""
-        path = self.path_for(exchange.session)
+        self.path_for(exchange.session)  # a session id that is no file name: refused here
         known = (*self.secrets, *secrets)
         await asyncio.get_running_loop().run_in_executor(
-            self._writer, _append, path, exchange, known
+            self._writer, self._append, exchange, known
         )
 
     def close(self) -> None:
         self._writer.shutdown(wait=True)
+        os.close(self._lock)
+
+    def _append(self, exchange: Exchange, secrets: tuple[str, ...]) -> None:
+        session, seen = exchange.session, _seen(exchange)
+        fcntl.flock(self._lock, fcntl.LOCK_EX)  # other workers of this serve, other proxies
+        try:
+            current, newest = self._current(session)
+            if current is None:
+                current = self._start(session, newest)
+            elif (why := current.run.begins_another(seen)) is not None:
+                current = self._start(session, newest, (why, current.path))
+            exchange.run = current.run.id
+            line = exchange.line(secrets)
+            with current.path.open("ab") as f:
+                f.write(line)
+                current.read = f.tell()  # under the lock: no other line came in between
+            current.run.add(seen)
+        finally:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+
+    def _current(self, session: str) -> tuple[_RunFile | None, int]:
+        """The file of the run this serve records for the session, up to date with what other
+        workers wrote (None when it has none: no file, or only earlier runs'), and the number
+        of the session's newest file (0: none)."""
+        known = self._files.get(session)
+        if known is not None and not known.path.exists():  # taken away: begin again
+            del self._files[session]
+            known = None
+        newest = known.number if known is not None else 0
+        while self.path_for(session, newest + 1).exists():  # another worker may have begun one
+            newest += 1
+        if known is not None and known.number == newest:
+            self._files.move_to_end(session)
+            _catch_up(known)
+            return known, newest
+        if newest == 0:
+            return None, 0
+        found = _RunFile(newest, self.path_for(session, newest), Run())
+        _catch_up(found)
+        ours = found.run.id is not None and found.run.id.startswith(self._serve)
+        if not ours or found.session != session:
+            return None, newest  # an earlier run's (another proxy's), or another session's
+        self._keep(session, found)
+        return found, newest
+
+    def _start(
+        self, session: str, newest: int, because: tuple[str, Path] | None = None
+    ) -> _RunFile:
+        """A file for a new run of the session, numbered after its newest; `because`: why the
+        run it follows ended, and that run's file."""
+        number = newest + 1
+        while True:
+            path = self.path_for(session, number)
+            try:
+                path.open("xb").close()
+                break
+            except FileExistsError:  # a file of another session whose id ends in .N
+                number += 1
+        started = _RunFile(number, path, Run(id=f"{self._serve}{random.token_hex(6)}"), session)
+        self._keep(session, started)
+        if because is not None:
+            log.info(
+                "session %s begins another run: %s; it is recorded to %s (%s keeps the one before)",
+                session, because[0], path, because[1],
+            )  # fmt: skip
+        elif number > 1:
+            log.info(
+                "session %s is recorded to %s: %s holds an earlier run of it",
+                session, path, self.path_for(session, newest),
+            )  # fmt: skip
+        return started
+
+    def _keep(self, session: str, run: _RunFile) -> None:
+        self._files[session] = run
+        self._files.move_to_end(session)
+        if len(self._files) > SESSIONS_KEPT:  # a session forgotten here is read again if it comes
+            self._files.popitem(last=False)
 
 
-def _append(path: Path, exchange: Exchange, secrets: tuple[str, ...]) -> None:
-    line = exchange.line(secrets)
-    with path.open("ab") as f:
-        f.write(line)
+def _seen(exchange: Exchange) -> dict[str, Any]:
+    """The exchange as proxy.formats.recording.Run reads a recorded line."""
+    return {
+        "session": exchange.session,
+        "lane": exchange.lane,
+        "api": exchange.api,
+        "status": exchange.status,
+        "error": exchange.error,
+        "request": exchange.request,
+        "message": exchange.message,
+    }
+
+
+def _catch_up(file: _RunFile) -> None:
+    """Take in the lines other workers appended since this process last read the file (a line
+    cut off mid-write is left for the next time). The first line names the run and session."""
+    if file.read and file.path.stat().st_size == file.read:
+        return  # nothing new: what one process alone writes
+    with file.path.open("rb") as f:
+        f.seek(file.read)
+        data = f.read()
+    end = data.rfind(b"\n") + 1
+    first = file.read == 0
+    for raw in data[:end].splitlines():
+        try:
+            line = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue  # not a line of the recorder's: the loader says so
+        if not isinstance(line, dict):
+            continue
+        if first:
+            run, session = line.get("run"), line.get("session")
+            file.run.id = run if isinstance(run, str) else None
+            file.session = session if isinstance(session, str) else None
+            first = False
+        file.run.add(line)
+    file.read += end
