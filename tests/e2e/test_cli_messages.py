@@ -112,11 +112,13 @@ def _ended(process: subprocess.Popen[bytes], job: int | None = None) -> tuple[st
 def _started(*args: str, env: dict[str, str] | None = None) -> tuple[str, str, int]:
     """Start serve, read its start lines, stop it with Ctrl-C (SIGINT): stdout, stderr, exit."""
     process = _serve(*args, env=env)
-    assert process.stdout is not None
+    assert process.stdout is not None and process.stderr is not None
     said = _read_until(process.stdout, b"status page ")
+    # the warnings come after the start lines: Ctrl-C once uvicorn says the server is up
+    warned = _read_until(process.stderr, b"Application startup complete")
     process.send_signal(signal.SIGINT)
     out, err, code = _ended(process)
-    return said.decode() + out, err, code
+    return said.decode() + out, warned.decode() + err, code
 
 
 def _quiet(err: str) -> bool:
