@@ -22,7 +22,7 @@ import secrets as random
 from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,9 @@ class Exchange:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def line(self, secrets: Iterable[str]) -> bytes:
-        data = {"type": "exchange", "v": FORMAT_VERSION, **asdict(self)}
+        # the fields as they are: asdict would deep-copy every body only to serialise it once
+        data = {"type": "exchange", "v": FORMAT_VERSION}
+        data.update((f.name, getattr(self, f.name)) for f in fields(self))
         if not data["extra"]:
             del data["extra"]
         return redact(orjson.dumps(data), secrets) + b"\n"
