@@ -25,11 +25,10 @@ from proxy.guard import Guard
 from proxy.http import admin, health, ui
 from proxy.http.front import Front, answer_error, unexpected
 from proxy.metrics import Metrics
+from proxy.offload import Offload
 from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Recorder
-from proxy.replay.engine import Mode, Rules
-from proxy.replay.normalize import compile_masks
-from proxy.replay.strict import StrictReplay
+from proxy.replay.engine import Mode
 from proxy.runtime import Runtime
 from proxy.sessions.expiry import keys_live, sweep
 from proxy.sessions.library import Library
@@ -68,24 +67,12 @@ def create_app(
             instance=instance_id(),
             headers=settings.upstream_header,
         )
-    masks = compile_masks(settings.masks())
     secrets = tuple(
         s.get_secret_value()
         for s in (settings.upstream_api_key, settings.admin_token)
         if s is not None
     )
-    rules = Rules(
-        on_divergence=settings.on_divergence,
-        on_observation=settings.on_observation_divergence,
-        after_script=settings.after_script,
-        strict=StrictReplay(
-            masks, presets=settings.presets, cache_bytes=settings.trajectory_cache_bytes
-        )
-        if settings.mode is Mode.STRICT
-        else None,
-        masks=masks,
-        fail_on=settings.fail_on,
-    )
+    rules = settings.rules()
     runtime = Runtime(
         settings=settings,
         store=store,
@@ -113,6 +100,7 @@ def create_app(
             if settings.admin_token is None or settings.open_binding
             else settings.admin_token.get_secret_value(),
         ),
+        offload=Offload(settings),
     )
 
     @asynccontextmanager
@@ -128,6 +116,8 @@ def create_app(
         finally:
             if sweeper is not None:
                 sweeper.cancel()
+            if runtime.offload is not None:
+                runtime.offload.close()
             await runtime.upstream.aclose()
             await runtime.store.close()
             for writer in (runtime.recorder, runtime.dumper):

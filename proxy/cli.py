@@ -198,6 +198,13 @@ def _parser() -> argparse.ArgumentParser:
         "256 MiB)",
     )
     limits.add_argument(
+        "--offload-bytes",
+        type=int,
+        metavar="N",
+        help="a request body over N bytes is read and decided in a worker process, so that no "
+        "single request holds up the others (default 4194304: 4 MiB; 0: never)",
+    )
+    limits.add_argument(
         "--connect-timeout",
         type=float,
         metavar="S",

@@ -18,8 +18,17 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from proxy.admin_token import weak_token
-from proxy.replay.engine import AfterScript, DivergencePolicy, FailOn, Mode, ObservationPolicy
+from proxy.replay.engine import (
+    AfterScript,
+    DivergencePolicy,
+    FailOn,
+    Mode,
+    ObservationPolicy,
+    Rules,
+)
 from proxy.replay.faults import Fault, FaultError, parse_flag
+from proxy.replay.normalize import compile_masks
+from proxy.replay.strict import StrictReplay
 from proxy.upstream.template import check_url, parse_header
 
 DEFAULT_SESSION_HEADERS = (
@@ -122,6 +131,9 @@ class Settings(BaseSettings):
     # trajectories loaded after start-up (admin scripts, files named by x-replay-trajectory),
     # kept parsed up to this many bytes of their files; the least recently used go first
     trajectory_cache_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
+    # a request body over this many bytes is read and decided in a worker process, never in the
+    # one serving every connection (proxy.offload); 0 never hands one over
+    offload_bytes: int = Field(default=4 * 1024 * 1024, ge=0)
     connect_timeout: float = Field(default=10.0, gt=0)
     read_timeout: float = Field(default=600.0, gt=0)  # between two reads of a long, thinking stream
     total_timeout: float | None = Field(default=None, gt=0)  # a whole answer; none by default
@@ -198,6 +210,24 @@ class Settings(BaseSettings):
     def masks(self) -> tuple[str, ...]:
         """--mask patterns, then those of each --mask-file."""
         return (*self.mask, *(p for path in self.mask_file for p in read_mask_file(path)))
+
+    def rules(self) -> Rules:
+        """What the decision is told: the policies, the masks, and in strict mode the strict
+        comparison (made once per process that decides: the app, and each offload worker)."""
+        masks = compile_masks(self.masks())
+        strict = None
+        if self.mode is Mode.STRICT:
+            strict = StrictReplay(
+                masks, presets=self.presets, cache_bytes=self.trajectory_cache_bytes
+            )
+        return Rules(
+            on_divergence=self.on_divergence,
+            on_observation=self.on_observation_divergence,
+            after_script=self.after_script,
+            strict=strict,
+            masks=masks,
+            fail_on=self.fail_on,
+        )
 
     @field_validator("fault")
     @classmethod

@@ -50,6 +50,10 @@ class ProxyError(Exception):
         self.param = param
         self.extra = extra
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # whole across a process boundary (proxy.offload): Exception's own keeps the message only
+        return _rebuilt, (type(self), self.message, self.param, self.extra)
+
     def body(self) -> dict[str, Any]:
         error: dict[str, Any] = {
             "message": self.message,
@@ -60,6 +64,12 @@ class ProxyError(Exception):
         if self.extra:
             error["replay"] = self.extra
         return {"error": error}
+
+
+def _rebuilt(
+    kind: type[ProxyError], message: str, param: str | None, extra: dict[str, Any]
+) -> ProxyError:
+    return kind(message, param=param, **extra)
 
 
 class BadRequest(ProxyError):

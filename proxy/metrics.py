@@ -47,6 +47,11 @@ EXPIRED = (
     "replay_proxy_sessions_expired",
     "Sessions forgotten after --session-ttl without a request",
 )
+OFFLOADED = (
+    "replay_proxy_offloaded",
+    "Steps of requests too large to work on beside the event loop, done in a worker process "
+    "(--offload-bytes), by step: read, decide, match",
+)
 UPSTREAM_SECONDS = ("replay_proxy_upstream_seconds", "Upstream time to the last byte")
 UPSTREAM_TTFB = ("replay_proxy_upstream_ttfb_seconds", "Upstream time to the first byte")
 REQUEST_LABELS = ["api", "lane", "source", "status"]
@@ -85,6 +90,7 @@ class Metrics:
         self.divergences: dict[tuple[str, str], int] = {}
         self.faults: dict[str, int] = {}
         self.expired = 0
+        self.offloads: dict[str, int] = {}
         self.timings: dict[str, tuple[Timing, Timing]] = {}  # api -> (to last byte, to first)
         self.files = Files() if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else None
 
@@ -104,6 +110,11 @@ class Metrics:
         self.faults[kind] = self.faults.get(kind, 0) + 1
         if self.files is not None:
             self.files.faults.labels(kind).inc()
+
+    def offloaded(self, step: str) -> None:
+        self.offloads[step] = self.offloads.get(step, 0) + 1
+        if self.files is not None:
+            self.files.offloaded.labels(step).inc()
 
     def sessions_expired(self, count: int) -> None:
         self.expired += count
@@ -153,6 +164,10 @@ class Metrics:
             faults.add_metric([kind], count)
         yield faults
         yield CounterMetricFamily(*EXPIRED, value=self.expired)
+        offloaded = CounterMetricFamily(*OFFLOADED, labels=["step"])
+        for step, count in self.offloads.items():
+            offloaded.add_metric([step], count)
+        yield offloaded
         for index, (name, documentation) in enumerate((UPSTREAM_SECONDS, UPSTREAM_TTFB)):
             histogram = HistogramMetricFamily(name, documentation, labels=["api"])
             for api, timings in self.timings.items():
@@ -169,6 +184,7 @@ class Files:
         self.divergences = Counter(*DIVERGENCES, ["kind", "verdict"], registry=None)
         self.faults = Counter(*FAULTS, ["kind"], registry=None)
         self.expired = Counter(*EXPIRED, registry=None)
+        self.offloaded = Counter(*OFFLOADED, ["step"], registry=None)
         self.upstream_seconds = Histogram(
             *UPSTREAM_SECONDS, ["api"], buckets=LATENCY, registry=None
         )

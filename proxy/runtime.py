@@ -9,10 +9,10 @@ from proxy.config import Settings
 from proxy.guard import Guard
 from proxy.log_format import request_line
 from proxy.metrics import Metrics
+from proxy.offload import Offload
 from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Recorder
 from proxy.replay.engine import Rules
-from proxy.replay.presets import Preset, recognise
 from proxy.sessions.library import Library
 from proxy.sessions.registry import Sessions
 from proxy.store import Store
@@ -31,18 +31,16 @@ class Runtime:
     recorder: Recorder | None = None
     dumper: Dumper | None = None
     guard: Guard = field(default_factory=Guard)
+    offload: Offload | None = None  # worker processes for the largest bodies (proxy.offload)
 
     @property
     def strict(self) -> bool:
         return self.rules.strict is not None
 
-    def preset(self, user_agent: str, body: object, *, results: bool = False) -> Preset | None:
-        """The preset of the harness that sent the request, where something reads it: in strict
-        mode, when recording, and for a request carrying tool results (compared with its masks);
-        None with --no-presets."""
-        if not self.settings.presets or not (self.strict or self.recorder is not None or results):
-            return None
-        return recognise(body, user_agent)
+    def wants_preset(self, *, results: bool = False) -> bool:
+        """Whether anything reads the harness's preset for this request: strict mode, recording,
+        and a request carrying tool results (compared with its masks); never with --no-presets."""
+        return self.settings.presets and (self.strict or self.recorder is not None or results)
 
     def answered(
         self, api: str, session: str, lane: str, source: str, turn: str, status: int, started: float

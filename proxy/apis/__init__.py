@@ -32,6 +32,7 @@ from proxy.apis import (
     responses_history,
 )
 from proxy.apis.readback import Assembled
+from proxy.apis.request import loads_object
 from proxy.replay.conversation import Conversation
 from proxy.replay.splice import Insertion, apply_chat
 from proxy.replay.trajectory import Turn
@@ -84,6 +85,36 @@ class Api:
     target: Callable[[Conversation, str, str], None] | None = None
     # who adds /v1 to a base URL themselves, said when a path comes with /v1 twice
     adds_v1: str = "this client adds"
+
+    def read(self, raw: bytes, path: str, query: str) -> tuple[dict[str, Any], Conversation]:
+        """A request body: the JSON object, and the Conversation the decision reads."""
+        body = loads_object(raw)
+        return body, self.conversation(body, path, query)
+
+    def conversation(self, body: dict[str, Any], path: str, query: str) -> Conversation:
+        """What the decision reads of a body, with what the URL adds to it (Gemini: the model
+        and the streaming)."""
+        conv = self.parse(body)
+        if self.target is not None:
+            self.target(conv, path, query)
+        return conv
+
+    def live(
+        self, body: dict[str, Any], splice: tuple[Insertion, ...]
+    ) -> tuple[dict[str, Any] | None, int]:
+        """The body to send upstream once the script is used up, and how many user messages
+        were spliced into it: the recording's later user messages spliced in, what only the
+        proxy made up taken out; None when it is the body as the client sent it."""
+        history = body.get(self.history)
+        if not isinstance(history, list):
+            return None, 0
+        # splice first: its positions are those of the history as the client sent it
+        spliced = self.splice(history, splice) if splice else history
+        cleaned = self.clean(spliced)
+        count = sum(len(i.users) for i in splice)
+        if cleaned is None and not splice:
+            return None, count
+        return {**body, self.history: cleaned if cleaned is not None else spliced}, count
 
     def to_chat(self, body: dict[str, Any], source: str) -> list[Any] | None:
         """A recorded request's conversation as chat messages (None: it has none)."""

@@ -5,9 +5,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.errors import BadRequest
+import orjson
+
+from proxy.errors import BadRequest, TooDeep
+from proxy.nesting import TOO_DEEP, deep_read, too_deep
 from proxy.replay.conversation import Where, path_of
 from proxy.replay.splice import spliced as spliced  # the one splice rule, for every API
+
+
+def loads_object(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object: refused when it is not JSON, not an object, or nests
+    deeper than anything may walk (proxy.nesting)."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if deep_read(exc):
+            raise _deep() from None
+        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    if too_deep(body):
+        raise _deep()
+    return body
+
+
+def _deep() -> TooDeep:
+    return TooDeep(f"the request body holds {TOO_DEEP}", param="body")
 
 
 def malformed(path: Where, problem: str) -> BadRequest:

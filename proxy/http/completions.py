@@ -26,11 +26,12 @@ from proxy.http.answers import JSON, SSE, own_headers, rendered
 from proxy.http.faulted import fault_error, faulted
 from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
+from proxy.offload import Decided, Request
 from proxy.recording.tap import Tap, dump_record
 from proxy.replay.conversation import Conversation, Lane, session_id
 from proxy.replay.engine import Diverged, Divergence, Forward, Scripted, Stop, decide
 from proxy.replay.faults import Fault, Kind
-from proxy.replay.presets import Preset
+from proxy.replay.presets import Preset, recognise
 from proxy.replay.text_based import belongs
 from proxy.replay.trajectory import Trajectory, Turn
 from proxy.replay.usage import stable_time, usage_for
@@ -64,6 +65,11 @@ class InFlight:
     headers: list[tuple[bytes, bytes]]  # added to the answer's
     preset: Preset | None  # the harness's (strict mode and recording only)
     trajectory: str | None = None  # the script's name once bound, else the one the request names
+    # a body too large to read here: `conv` and `body` lack its history, which a worker process
+    # reads (proxy.offload); `replies` and `history` are what is needed of it here
+    offloaded: Request | None = None
+    replies: int = 0
+    history: bytes | None = None  # the history as JSON, for a dump
 
     @property
     def values(self) -> dict[str, str]:
@@ -89,15 +95,26 @@ class InFlight:
 async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
     started = time.perf_counter()
     raw = request.body
-    body, conv = await _off_loop_if(request.large, partial(_read, request, api))
+    agent = request.headers.get("user-agent") or ""
+    offload = runtime.offload
+    offloaded, seen = None, None
+    if offload is not None and offload.takes(len(raw), api):
+        offloaded = offload.request(api, raw, request.path, request.query)
+        runtime.metrics.offloaded("read")
+        dumping = runtime.dumper is not None and not runtime.strict
+        seen = await offload.examine(offloaded, user_agent=agent, history=dumping)
+        body, conv, results = seen.shallow, seen.conv, seen.results
+    else:
+        body, conv = await _off_loop_if(request.large, partial(_read, request, api))
+        results = bool(conv.results)
     session = request.session or session_id(request.headers, runtime.settings.session_header, conv)
     parent = next(
         (v for h in runtime.settings.subagent_header if (v := request.headers.get(h))), None
     )
     lane = conv.lane(subagent=parent is not None)
-    preset = runtime.preset(
-        request.headers.get("user-agent") or "", body, results=bool(conv.results)
-    )
+    preset = None
+    if runtime.wants_preset(results=results):
+        preset = seen.preset if seen is not None else recognise(body, agent)
     binding = None
     if lane is Lane.TOOLLESS:  # a side call, unless it is a text-based script's conversation
         binding = await _text_based(request, runtime, conv, session)
@@ -110,7 +127,7 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
             session=session,
             lane=lane,
             api=api,
-            body=body,
+            body=body if offloaded is None else orjson.Fragment(raw),  # recorded as it came
             stream=conv.stream,
             perf_start=started,
         )
@@ -132,12 +149,15 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
         headers,
         preset,
         request.trajectory,
+        offloaded,
+        seen.replies if seen is not None else len(conv.replies),
+        seen.history if seen is not None else None,
     )
 
     if lane is not Lane.MAIN:
         if runtime.strict:
             response = await answer_recorded(
-                request, runtime, session, lane, body, call.headers, tap, preset
+                request, runtime, session, lane, body, call.headers, tap, preset, offloaded
             )
             call.done("recorded", "-", response.status_code)
             return response
@@ -148,10 +168,7 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
 
 def _read(request: Incoming, api: Api) -> tuple[dict[str, Any], Conversation]:
     body = request.json()
-    conv = api.parse(body)
-    if api.target is not None:  # the URL holds part of the request (Gemini: model, streaming)
-        api.target(conv, request.path, request.query)
-    return body, conv
+    return body, api.conversation(body, request.path, request.query)
 
 
 async def _text_based(
@@ -185,19 +202,33 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
     script, state = binding.trajectory, binding.state
     if script is not None:
         call.trajectory = script.name
-    decision = await _off_loop_if(
-        call.request.large,
-        partial(
-            decide,
-            conv,
+    branch = state.replay_turns if state is not None else None
+    if call.offloaded is not None and script is not None and runtime.offload is not None:
+        runtime.metrics.offloaded("decide")
+        decided = await runtime.offload.decide(
+            call.offloaded,
             script,
             live_after_divergence=binding.live_after_divergence,
-            rules=runtime.rules,
-            body=call.body if runtime.strict else None,
-            branch=state.replay_turns if state is not None else None,
+            branch=branch,
             preset=call.preset,
-        ),
-    )
+            history=call.history is not None,
+        )
+        decision = decided.decision
+    else:
+        decided = None
+        decision = await _off_loop_if(
+            call.request.large,
+            partial(
+                decide,
+                conv,
+                script,
+                live_after_divergence=binding.live_after_divergence,
+                rules=runtime.rules,
+                body=call.body if runtime.strict else None,
+                branch=branch,
+                preset=call.preset,
+            ),
+        )
     refused = runtime.strict and isinstance(decision, Forward)  # strict mode never goes live
     state, fault = await runtime.sessions.record(
         call.session,
@@ -254,7 +285,10 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             f"strict replay: session {call.session} has no recording to replay (--mode strict never "
             "forwards upstream); bind one with x-replay-trajectory, by its task, or the admin API"
         )
-    await _off_loop_if(call.request.large, partial(_prepare_live, call, decision, script))
+    if decided is not None:
+        _prepared_elsewhere(call, decided)
+    else:
+        await _off_loop_if(call.request.large, partial(_prepare_live, call, decision, script))
     return await _forward(call, state.prefix_messages, str(decision.reason))
 
 
@@ -266,23 +300,27 @@ async def _off_loop_if(large: bool, work: Callable[[], T]) -> T:
 
 def _prepare_live(call: InFlight, decision: Forward, script: Trajectory | None) -> None:
     """Splice the recording's later user messages in; take out what only the proxy made up."""
-    api, body = call.api, call.body
-    history = body.get(api.history)
-    if not isinstance(history, list) or script is None:
+    if script is None:
         return
-    # splice first: its positions are those of the history as the client sent it
-    spliced = api.splice(history, decision.splice) if decision.splice else history
-    cleaned = api.clean(spliced)
-    if cleaned is not None or decision.splice:
+    live, spliced = call.api.live(call.body, decision.splice)
+    if live is not None:
         # a new body: the recording keeps the one the client sent as its request
-        body = {**body, api.history: cleaned if cleaned is not None else spliced}
-        call.body = body
-        call.raw = orjson.dumps(body)
+        call.body, call.raw = live, orjson.dumps(live)
         if call.tap is not None:
-            call.tap.exchange.forwarded = body
-    if decision.splice:
-        count = sum(len(i.users) for i in decision.splice)
-        call.headers.append((b"x-replay-spliced", str(count).encode()))
+            call.tap.exchange.forwarded = live
+    if spliced:
+        call.headers.append((b"x-replay-spliced", str(spliced).encode()))
+
+
+def _prepared_elsewhere(call: InFlight, decided: Decided) -> None:
+    """What _prepare_live does, done by the worker that decided (an offloaded body)."""
+    if decided.raw is not None:
+        call.raw = decided.raw
+        if call.tap is not None:
+            call.tap.exchange.forwarded = orjson.Fragment(decided.raw)
+    call.history = decided.history
+    if decided.spliced:
+        call.headers.append((b"x-replay-spliced", str(decided.spliced).encode()))
 
 
 async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
@@ -292,10 +330,12 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
             session=call.session,
             parent=call.parent,
             lane=call.lane,
-            turn=len(call.conv.replies) + 1,
+            turn=call.replies + 1,
             started=tap.exchange.started,
             prefix=prefix,
-            messages=call.body.get(call.api.history),
+            messages=call.body.get(call.api.history)
+            if call.offloaded is None
+            else orjson.Fragment(call.history or b"null"),
         )
     if tap is not None:
         tap.exchange.source = "upstream"

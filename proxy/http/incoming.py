@@ -11,12 +11,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from starlette.types import Receive, Scope
 
-from proxy.errors import BadRequest, ClientClosedRequest, PayloadTooLarge, TooDeep
+from proxy.apis.request import loads_object
+from proxy.errors import BadRequest, ClientClosedRequest, PayloadTooLarge
 from proxy.http.prefix import Named
-from proxy.nesting import TOO_DEEP, deep_read, too_deep
 from proxy.upstream.template import refuse_dot_segments
 
 OFF_LOOP = 256 * 1024  # a body larger than this is parsed in a thread (1-2 ms on the loop at most)
@@ -82,19 +81,9 @@ class Incoming:
 
     def json(self) -> dict[str, Any]:
         """The body as a JSON object; run it in a thread when the body is large (`large`)."""
-        try:
-            body = orjson.loads(self.body)
-        except orjson.JSONDecodeError as exc:
-            if not self.body and self.headers.raw(b"upgrade"):
-                raise _upgrade(self.headers) from None
-            if deep_read(exc):
-                raise _deep() from None
-            raise BadRequest(f"the request body is not valid JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise BadRequest("the request body must be a JSON object")
-        if too_deep(body):
-            raise _deep()
-        return body
+        if not self.body and self.headers.raw(b"upgrade"):
+            raise _upgrade(self.headers)
+        return loads_object(self.body)
 
     @property
     def large(self) -> bool:
@@ -142,10 +131,6 @@ async def receive_request(scope: Scope, receive: Receive, limit: int, headers: H
         scope["method"], scope["path"], raw_path.decode("latin-1"), query.decode("latin-1"),
         raw, headers, body, scope.get("replay.named"),
     )  # fmt: skip
-
-
-def _deep() -> TooDeep:
-    return TooDeep(f"the request body holds {TOO_DEEP}", param="body")
 
 
 def _gone() -> ClientClosedRequest:

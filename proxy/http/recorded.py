@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from typing import Any
@@ -11,6 +12,7 @@ from starlette.responses import Response
 from proxy.errors import ReplayDiverged
 from proxy.http.answers import own_headers, rendered
 from proxy.http.incoming import Incoming
+from proxy.offload import Request
 from proxy.recording.tap import Tap
 from proxy.replay.presets import Preset
 from proxy.replay.strict import Miss
@@ -29,11 +31,11 @@ async def answer_recorded(
     headers: list[tuple[bytes, bytes]],
     tap: Tap | None,
     preset: Preset | None = None,
+    offloaded: Request | None = None,
 ) -> Response:
     """The first unused recorded exchange of this lane with an equal request, or an error that
-    names the closest recorded request. Nothing is answered from a request that differs."""
-    strict = runtime.rules.strict
-    assert strict is not None
+    names the closest recorded request. Nothing is answered from a request that differs.
+    `offloaded`: the body is too large to read here; a worker process compares it."""
     where = {
         "lane": lane,
         "method": request.method,
@@ -42,8 +44,8 @@ async def answer_recorded(
         "preset": preset,
     }
     sources = await _recordings(runtime, session)
-    for script in sources:
-        matches = strict.matching(script.side, **where)
+    found: list[list[int]] = await _compared(runtime, offloaded, sources, where)
+    for script, matches in zip(sources, found, strict=True):
         keys = [f"{script.digest[:16]}:{i}" for i in matches]
         taken = await runtime.sessions.use_recorded(session, keys) if keys else None
         if taken is not None:
@@ -62,11 +64,39 @@ async def answer_recorded(
                 status=recorded.status,
                 on_complete=on_complete,
             )
-    misses = [(s, strict.closest(s.side, **where)) for s in sources]
+    nearest: list[Miss] = await _compared(runtime, offloaded, sources, where, True)
+    misses = zip(sources, nearest, strict=True)
     error = _miss(session, lane, next(((s, m) for s, m in misses if m.closest is not None), None))
     if tap is not None:
         await tap.error(error)
     raise error
+
+
+async def _compared(
+    runtime: Runtime,
+    offloaded: Request | None,
+    sources: list[Trajectory],
+    where: dict[str, Any],
+    closest: bool = False,
+) -> Any:
+    """Per recording, its exchanges equal to the request (or its nearest one, `closest`): where
+    the work cannot hold up other clients, for it grows with the request and the recordings (an
+    8 MB request against 8 recordings held the event loop 16 s)."""
+    strict = runtime.rules.strict
+    assert strict is not None
+    if offloaded is not None and runtime.offload is not None:
+        runtime.metrics.offloaded("match")
+        if closest:
+            return await runtime.offload.closest(offloaded, sources, where)
+        return await runtime.offload.matching(offloaded, sources, where)
+    compare = strict.closest if closest else strict.matching
+
+    def work() -> list[Any]:
+        return [compare(s.side, **where) for s in sources]
+
+    # a thread even for a small request: the recordings' forms are made on first use, and they
+    # may be large (side calls are few; a thread costs tens of microseconds)
+    return await asyncio.to_thread(work)
 
 
 async def _recordings(runtime: Runtime, session: str) -> list[Trajectory]:

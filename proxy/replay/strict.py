@@ -18,6 +18,7 @@ and their forms would otherwise pile up for as long as the proxy runs.
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,7 +64,8 @@ class StrictReplay:
         self.cache_bytes = cache_bytes
         self.cached = 0  # bytes of the normal forms kept
         # the Recorded is kept with its form: while it lives, no other object has its id
-        self._cache: OrderedDict[_Key, tuple[Recorded, Any, int]] = OrderedDict()
+        self._cache: OrderedDict[_Key, tuple[Recorded, Any, bytes]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def preset(self, recorded: Recorded, preset: Preset | None) -> Preset | None:
         """The request's preset, else the one the recording names (a harness left unrecognised
@@ -73,28 +75,32 @@ class StrictReplay:
         return preset
 
     def normal(self, recorded: Recorded, preset: Preset | None) -> Any:
-        key = (id(recorded), preset.name if preset else None)
-        found = self._cache.get(key)
-        if found is not None and found[0] is recorded:
-            self._cache.move_to_end(key)
-            return found[1]
-        normal = self.received(recorded.request, preset)
-        self._keep(key, (recorded, normal, len(_serialised(normal))))
-        return normal
+        return self._form(recorded, preset)[1]
 
-    def _keep(self, key: _Key, entry: tuple[Recorded, Any, int]) -> None:
+    def _form(self, recorded: Recorded, preset: Preset | None) -> tuple[Recorded, Any, bytes]:
+        """The recorded request's normal form, and that form as text (what `closest` compares),
+        each made once while it is kept."""
+        key = (id(recorded), preset.name if preset else None)
+        with self._lock:  # decisions on large bodies run in threads
+            found = self._cache.get(key)
+            if found is not None and found[0] is recorded:
+                self._cache.move_to_end(key)
+                return found
+        normal = self.received(recorded.request, preset)
+        entry = (recorded, normal, _serialised(normal))
+        self._keep(key, entry)
+        return entry
+
+    def _keep(self, key: _Key, entry: tuple[Recorded, Any, bytes]) -> None:
         """The newest is always kept, even alone over the bound: the step's next request (its
-        verdict, a retry) reads it again at once. Decisions on large bodies run in threads, so
-        each step tolerates another thread having taken an entry first."""
-        old = self._cache.pop(key, None)
-        self.cached += entry[2] - (old[2] if old is not None else 0)
-        self._cache[key] = entry
-        while self.cached > self.cache_bytes and len(self._cache) > 1:
-            try:
-                _, (_, _, size) = self._cache.popitem(last=False)
-            except KeyError:
-                break
-            self.cached -= size
+        verdict, a retry) reads it again at once."""
+        with self._lock:
+            old = self._cache.pop(key, None)
+            self.cached += len(entry[2]) - (len(old[2]) if old is not None else 0)
+            self._cache[key] = entry
+            while self.cached > self.cache_bytes and len(self._cache) > 1:
+                _, (_, _, text) = self._cache.popitem(last=False)
+                self.cached -= len(text)
 
     def cache_report(self) -> dict[str, int]:
         return {"entries": len(self._cache), "bytes": self.cached, "limit": self.cache_bytes}
@@ -152,8 +158,8 @@ class StrictReplay:
         wanted = self.received(body, used)
         text = _serialised(wanted)  # once, not once per candidate
 
-        def shared(i: int) -> int:
-            return first_mismatch(_serialised(self.normal(side[i], used)), text)
+        def shared(i: int) -> int:  # each candidate's text is kept with its form
+            return first_mismatch(self._form(side[i], used)[2], text)
 
         best = max(candidates, key=shared)  # the first of the nearest
         normal = self.normal(side[best], used)

@@ -51,6 +51,7 @@ LAYERS: dict[str, int] = {
     "upstream": 1,
     "store": 1,
     "guard": 1,
+    "offload": 3,
     "admin_token": 0,
     "apis": 2,
     "config": 2,
