@@ -32,7 +32,7 @@ from proxy.formats.chat import epoch, trajectory_from_messages
 from proxy.replay.content import text_of
 from proxy.replay.normalize import squash
 from proxy.replay.trajectory import Note, Recorded, Trajectory
-from proxy.replay.usage import read_usage
+from proxy.replay.usage import OutOfRange, read_usage
 
 
 def is_recording(first: Any) -> bool:
@@ -152,7 +152,7 @@ def trajectory_from_recording(
     if not steps:
         steps = _text_based_steps(others, source)
     in_steps = {index for index, _ in steps}
-    side = [_recorded(index, e) for index, e in others if index not in in_steps]
+    side = [_recorded(index, e, source) for index, e in others if index not in in_steps]
     # a retry repeats its request: the later attempt is the step
     steps = [
         s
@@ -195,12 +195,14 @@ def trajectory_from_recording(
             turns.append(turn)
             continue
         index, exchange = steps[found]
+        try:
+            usage = turn.usage or read_usage(_answer_usage(exchange))
+            created = turn.created or epoch(exchange.get("started"))
+        except OutOfRange as exc:
+            raise LoadError(t.source, index, str(exc)) from None
         turns.append(
             dataclasses.replace(
-                turn,
-                recorded=_recorded(index, exchange),
-                usage=turn.usage or read_usage(_answer_usage(exchange)),
-                created=turn.created or epoch(exchange.get("started")),
+                turn, recorded=_recorded(index, exchange, t.source), usage=usage, created=created
             )
         )
         at = found + 1
@@ -329,7 +331,12 @@ def _answer_usage(exchange: dict[str, Any]) -> Any:
     return found or None
 
 
-def _recorded(index: int, exchange: dict[str, Any]) -> Recorded:
+def _recorded(index: int, exchange: dict[str, Any], source: str) -> Recorded:
+    status = exchange.get("status") or 0  # 0: no answer came (the client left, a timeout)
+    if type(status) is not int or not (100 <= status <= 599 or status == 0):
+        raise LoadError(
+            source, index, f"status is {str(status)[:30]}: an answer's is a number, 100 to 599"
+        )
     events = exchange.get("events")
     if isinstance(events, list):
         body = "".join(f"{e}\n\n" for e in events).encode()
@@ -342,7 +349,7 @@ def _recorded(index: int, exchange: dict[str, Any]) -> Recorded:
         method=str(exchange.get("method", "POST")),
         path=str(exchange.get("path", "")),
         request=exchange.get("request"),
-        status=int(exchange.get("status") or 0),
+        status=status,
         stream=bool(exchange.get("stream")),
         content_type=str(exchange.get("content_type") or "application/json"),
         body=body,

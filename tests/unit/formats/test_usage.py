@@ -272,3 +272,41 @@ def test_the_largest_exact_count_still_loads(tmp_path: Path) -> None:
                                 {"role": "assistant", "content": "x", "usage": usage}]))  # fmt: skip
     [t] = load_all(path)
     assert t.turns[0].usage == Usage(2**53 - 1, 0)
+
+
+def _exchange(**change: Any) -> dict[str, Any]:
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    answer = {"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+              "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+              "usage": {"prompt_tokens": 1, "completion_tokens": 1}}  # fmt: skip
+    return {
+        "type": "exchange", "v": 1, "session": "s", "lane": "main", "api": "chat",
+        "method": "POST", "path": "/v1/chat/completions", "source": "upstream",
+        "request": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        "status": 200, "stream": False, "content_type": "application/json",
+        "response": answer, "message": message, "finish_reason": "tool_calls",
+        "started": 1_700_000_000.0, **change,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("lines", "says"),
+    [
+        (
+            [_exchange(response={**_exchange()["response"], "usage": {"prompt_tokens": 2**64}})],
+            ":0: a token count is",
+        ),
+        ([_exchange(started=1e300)], ":0: the time it was made (created) is"),
+        ([_exchange(), _exchange(lane="toolless", status=2**64 - 1)], ":1: status is 1844"),
+        ([_exchange(), _exchange(lane="toolless", status=-5)], ":1: status is -5"),
+    ],
+)
+def test_a_recording_with_a_number_no_answer_has_is_a_load_error(
+    tmp_path: Path, lines: list[dict[str, Any]], says: str
+) -> None:
+    """A recorded side answer with status 2^64 - 1 would have been served with it: a 500."""
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(LoadError, match=re.escape(f"{path}{says}")):
+        load_all(path)
