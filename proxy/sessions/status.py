@@ -124,11 +124,13 @@ def report(
 
 def ended_with(state: SessionState, trajectory: Trajectory) -> set[str]:
     """The calls whose results need not come back: those of the script's last turn when nothing
-    could come after them. The recorded run ended with them (the script holds no result of theirs:
-    mini-swe-agent's submit command, OpenHands' finish tool end the harness), the session replays
-    the whole script (a branch's last turn was followed by more in the recorded run), and this run
-    ended there too: no request came after it (none went live, got a --after-script stop answer or
-    diverged, each of which would have held or owed those results)."""
+    could come after them. The script has no turn after theirs (the session replays the whole
+    script: a branch's last turn was followed by more in the recorded run), and no request of
+    this run came after that turn (none went live, got an --after-script stop answer or diverged,
+    each of which would have held or owed them): the harness ended its run with them, as
+    mini-swe-agent's submit command and OpenHands' finish tool do. A result the script records
+    for them does not make them due: a harness's own log records the output of its way out,
+    which it never sends to the model."""
     if not trajectory.turns or state.turns_planned != len(trajectory.turns):
         return set()
     if state.live_since is not None or state.stops or state.divergence is not None:
@@ -136,7 +138,7 @@ def ended_with(state: SessionState, trajectory: Trajectory) -> set[str]:
     last = trajectory.turns[-1]
     if state.turns_served != last.number:
         return set()
-    return {c.id for c in last.tool_calls if c.id not in trajectory.tool_outputs}
+    return {c.id for c in last.tool_calls}
 
 
 def _incomplete(

@@ -1,7 +1,8 @@
 """`complete`: every planned turn served and every result that was due came back. The results of
-the script's last turn are not due only when nothing could come after them: the recorded run
-ended with them (mini-swe-agent's submit command, OpenHands' finish tool), the session replays the
-whole script, and no request came after that turn. Everything else a run leaves out is named."""
+the script's last turn are not due only when nothing could come after them: the session replays
+the whole script, and no request came after that turn (the harness ended its run with them, as
+mini-swe-agent's submit command and OpenHands' finish tool do). Everything else a run leaves out
+is named."""
 
 from __future__ import annotations
 
@@ -40,7 +41,6 @@ def bound(t: Trajectory, *, replay_turns: int | None = None, **fields: Any) -> S
 def ends_itself() -> Trajectory:
     t = load_file(ENDS_ITSELF)
     assert [c.id for turn in t.turns for c in turn.tool_calls] == [*FIRST_THREE, SUBMIT]
-    assert SUBMIT not in t.tool_outputs  # the recorded run sent no result for it
     return t
 
 
@@ -75,14 +75,15 @@ def test_the_last_turn_of_a_branch_owes_its_results() -> None:
     assert r["complete"] is False and r["tool_results"]["missing"] == ["call_greet_3"]
 
 
-def test_a_last_turn_whose_result_was_recorded_owes_it() -> None:
-    """examples/greeting.json records the output of its last call: the recorded run sent it."""
+def test_a_result_the_script_records_for_the_last_call_does_not_make_it_due() -> None:
+    """A harness's own log records the output of its way out (mini-swe-agent's submit command),
+    which the harness never sends; examples/greeting.json records its last call's output too."""
     t = load_file(EXAMPLES / "greeting.json")
-    served = bound(t, turns_served=3, results_returned=FIRST_THREE[:2])
-    r = report(served, t)
-    assert r["complete"] is False and r["tool_results"]["missing"] == ["call_greet_3"]
-    everything = bound(t, turns_served=3, results_returned=FIRST_THREE)
-    assert report(everything, t)["complete"] is True
+    assert "call_greet_3" in t.tool_outputs
+    r = report(bound(t, turns_served=3, results_returned=FIRST_THREE[:2]), t)
+    assert r["complete"] is True and r["tool_results"]["not_due"] == ["call_greet_3"]
+    stopped = bound(t, turns_served=3, results_returned=FIRST_THREE[:2], stops=1)
+    assert report(stopped, t)["tool_results"]["missing"] == ["call_greet_3"]
 
 
 def test_a_result_of_an_earlier_turn_never_returned_is_named() -> None:
