@@ -82,6 +82,7 @@ def tool_bearing(fake: FakeUpstream) -> list[Seen]:
 @contextmanager
 def serving_proxy(**settings: Any) -> Iterator[str]:
     """The proxy with these settings (as tests/conftest.py's `proxy`); yields its root URL."""
+    settings.setdefault("insecure_admin", True)  # the tests read every session's status
     with running(create_app(Settings(**settings))) as url:
         yield url
 

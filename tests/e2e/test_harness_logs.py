@@ -117,3 +117,4 @@ def test_a_harness_replays_its_own_log(
     assert tool_bearing(fake) == [], why  # every turn, the run's end included, came from the log
     [main] = [s for s in sessions if s["script"] is not None]
     assert main["turns_served"] == len(loaded.turns) and main["divergences"] == 0, main
+    assert main["complete"], main

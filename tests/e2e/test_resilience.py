@@ -67,6 +67,7 @@ def test_the_harness_survives_a_429_and_a_cut_answer(
     injected = [(i["turn"], i["kind"]) for i in main["faults"]["injected"]]
     assert injected == [(2, "429:0.1"), (3, "drop")], why
     assert main["turns_served"] == 3 and main["divergences"] == 0, why
+    assert main["complete"], why
 
 
 @pytest.mark.parametrize("name", list(STOPPERS))

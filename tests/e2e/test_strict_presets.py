@@ -82,6 +82,7 @@ def test_a_recorded_run_replays_strictly_elsewhere_and_later_on_presets_alone(
     [main] = [s for s in replayed if s["script"] is not None]
     assert main["preset"] == PRESET[name], why
     assert main["divergences"] == 0 and main["phase"] == "served", why
+    assert main["complete"], why
     assert main["turns_served"] == main["turns_planned"] == 4, why  # 3 scripted, 1 live: recorded
     assert main["forwarded"] == {"main": 0, "toolless": 0, "subagent": 0}, why
 

@@ -57,6 +57,7 @@ def model(seen: Seen) -> Response:
 @contextmanager
 def serving_proxy(**settings: Any) -> Iterator[str]:
     """The proxy with these settings (as tests/conftest.py's `proxy`); yields its root URL."""
+    settings.setdefault("insecure_admin", True)  # the tests read every session's status
     with running(create_app(Settings(**settings))) as url:
         yield url
 
@@ -119,6 +120,7 @@ def test_the_recording_replays_three_turns_then_goes_live(recorded: Recorded) ->
     assert answers == ANSWERS
     assert session["turns_served"] == 3 and session["live_after_turn"] == 3, session
     assert session["divergences"] == 0 and session["observations"]["differing"] == 0, session
+    assert session["complete"], session
 
 
 def test_the_recording_replays_strictly_with_no_model(recorded: Recorded) -> None:
@@ -139,3 +141,4 @@ def test_minis_own_log_replays_whole(recorded: Recorded) -> None:
         session = scripted_session(root)
     assert not fake.requests, [r.json["messages"][-1] for r in fake.requests]
     assert session["turns_served"] == 4 and session["divergences"] == 0, session
+    assert session["complete"], session
