@@ -65,7 +65,9 @@ def python312() -> str | None:
 def install(name: str, log: Path) -> Path:
     """Install `name` unless it is in the cache; returns its executable."""
     exe = executable(name)
-    if exe.exists():
+    # written last, with the versions: an install cut short, or of other versions, is done again
+    done = CACHE / f".installed-{name}"
+    if exe.exists() and done.exists() and done.read_text() == " ".join(VERSIONS[name]):
         return exe
     CACHE.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
@@ -93,10 +95,11 @@ def install(name: str, log: Path) -> Path:
                     "OpenHands needs Python 3.12 or newer, and none was found (set PY312)"
                 )
             venv = CACHE / f"venv-{name}"
-            _run([python, "-m", "venv", str(venv)], dict(os.environ), out)
+            _run([python, "-m", "venv", "--clear", str(venv)], dict(os.environ), out)
             _run([str(venv / "bin/pip"), "install", "-q", *VERSIONS[name]], dict(os.environ), out)
     if not exe.exists():
         raise RuntimeError(f"installing {name} did not produce {exe}; see {log}")
+    done.write_text(" ".join(VERSIONS[name]))
     return exe
 
 
