@@ -43,8 +43,17 @@ def test_credentials_appear_nowhere_the_proxy_writes_or_answers(
     }
     with proxy(**settings) as url:
         root = url.removesuffix("/v1")
-        c = client(url, **{"x-session-affinity": "sec-1"})
+        # the script chosen by request, with the admin token (never forwarded, never written)
+        chosen = {"x-replay-trajectory": "run", "x-replay-token": ADMIN_TOKEN}
+        c = client(url, **{"x-session-affinity": "sec-1", **chosen})
         c.api_key = CLIENT_KEY
+        refused = httpx.post(
+            url + "/chat/completions",
+            json={"model": "m", "messages": start_messages()},
+            headers={"x-session-affinity": "sec-2", "x-replay-trajectory": "run",
+                     "x-replay-token": ADMIN_TOKEN[:-1]},
+        )  # fmt: skip
+        seen.append(refused.text)
         messages = start_messages()
         for _ in range(2):
             answer, headers = agent_step(c, messages, stream=True)
@@ -72,6 +81,8 @@ def test_credentials_appear_nowhere_the_proxy_writes_or_answers(
             httpx.get(root + "/replay/sessions", headers={"authorization": "Bearer wrong"}).text,
         ]
     assert fake.posts()[0].headers["authorization"] == f"Bearer {UPSTREAM_KEY}"  # it was used...
+    assert refused.status_code == 401
+    assert all("x-replay-token" not in r.headers for r in fake.requests)
     assert live["content"] == "live answer"
     written = [p.read_text() for p in (tmp_path / "rec").iterdir()] + [
         p.read_text() for p in (tmp_path / "dumps").iterdir()
