@@ -103,7 +103,14 @@ def compared(
         for k, (x, y) in enumerate(zip(left, right, strict=False), start=1):
             mx, my = _masks(x, preset, masks), _masks(y, preset, masks)
             if x.request is not None and y.request is not None:
-                yield lane, k, "the request", normalize(x.request, mx), normalize(y.request, my)
+                canonical = preset.canonical if preset is not None and preset.orders else None
+                yield (
+                    lane,
+                    k,
+                    "the request",
+                    normalize(x.request, mx, canonical=canonical),
+                    normalize(y.request, my, canonical=canonical),
+                )
             yield (
                 lane,
                 k,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from proxy.nesting import embedded
@@ -68,12 +68,22 @@ def compile_masks(patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p) for p in patterns)
 
 
-def normalize(value: Any, masks: Sequence[re.Pattern[str]] = (), *, body: bool = True) -> Any:
-    """`body`: `value` is a whole request body, whose per-run top-level fields do not count."""
+Canonical = Callable[[str], str]
+
+
+def normalize(
+    value: Any,
+    masks: Sequence[re.Pattern[str]] = (),
+    *,
+    body: bool = True,
+    canonical: Canonical | None = None,
+) -> Any:
+    """`body`: `value` is a whole request body, whose per-run top-level fields do not count.
+    `canonical`: each text in one form before it is masked (a harness preset's list orders)."""
     ids: dict[str, str] = {}
     if body and isinstance(value, dict):
         value = {k: v for k, v in value.items() if k not in VOLATILE_TOP_KEYS}
-    return _walk(value, masks, ids, top=body)
+    return _walk(value, masks, ids, top=body, canonical=canonical)
 
 
 def prompt(text: str, masks: Sequence[re.Pattern[str]] = ()) -> str:
@@ -90,7 +100,11 @@ def squash(text: str) -> str:
 
 
 def _walk(
-    value: Any, masks: Sequence[re.Pattern[str]], ids: dict[str, str], top: bool = False
+    value: Any,
+    masks: Sequence[re.Pattern[str]],
+    ids: dict[str, str],
+    top: bool = False,
+    canonical: Canonical | None = None,
 ) -> Any:
     if isinstance(value, dict):
         out: dict[str, Any] = {}
@@ -100,14 +114,14 @@ def _walk(
             if not top and key in ID_KEYS and isinstance(item, str):
                 out[key] = ids.setdefault(item, f"<id:{len(ids) + 1}>")
             elif key in ARGUMENT_KEYS and isinstance(item, str):
-                out[key] = _walk(_parsed(item), masks, ids)
+                out[key] = _walk(_parsed(item), masks, ids, canonical=canonical)
             else:
-                out[key] = _walk(item, masks, ids)
+                out[key] = _walk(item, masks, ids, canonical=canonical)
         return out
     if isinstance(value, list):
-        return [_walk(item, masks, ids) for item in value]
+        return [_walk(item, masks, ids, canonical=canonical) for item in value]
     if isinstance(value, str):
-        return mask_text(value, masks)
+        return mask_text(canonical(value) if canonical is not None else value, masks)
     return value
 
 

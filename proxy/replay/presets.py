@@ -7,7 +7,10 @@ why it changes). A preset has two kinds of rule:
 - values: a pattern whose group captures a per-run value where the harness states it (its working
   directory, its home or temporary folder). Every occurrence of that value anywhere in the body is
   masked, wherever else it appears (tool descriptions, tool output, a directory tree);
-- masks: patterns masked wherever they match (a date in the harness's own words, a process id).
+- masks: patterns masked wherever they match (a date in the harness's own words, a process id);
+- orders: a list the harness writes in no fixed order (Gemini CLI finds its skills with an
+  unordered glob): its items are put in one order before comparing, everything around and
+  between them kept as it is, so another item or another text still differs.
 
 The harness is recognised from its user agent or from the opening of its system prompt (and, where
 a home-made agent may well copy that prompt, from text only the harness's own first messages hold);
@@ -38,6 +41,32 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True)
+class Order:
+    """A list the harness writes in no fixed order: within each `block`, the `item`s sorted."""
+
+    what: str
+    needle: str  # text every block holds: most texts are not looked at further
+    block: re.Pattern[str]  # the list, its items in the group "items"
+    item: re.Pattern[str]
+
+    def sorted(self, text: str) -> str:
+        if self.needle not in text:
+            return text
+        return self.block.sub(self._sorted_block, text)
+
+    def _sorted_block(self, match: re.Match[str]) -> str:
+        inner = match.group("items")
+        items = sorted(self.item.findall(inner))
+        between = self.item.split(inner)  # the text around and between the items, as it is
+        parts = [between[0]]
+        for item, after in zip(items, between[1:], strict=True):
+            parts += [item, after]
+        start, end = match.span("items")
+        whole = match.string
+        return whole[match.start() : start] + "".join(parts) + whole[end : match.end()]
+
+
+@dataclass(frozen=True, slots=True)
 class Preset:
     name: str
     title: str
@@ -48,6 +77,13 @@ class Preset:
     requires: tuple[str, ...] = ()
     values: tuple[Rule, ...] = ()
     masks: tuple[Rule, ...] = ()
+    orders: tuple[Order, ...] = ()
+
+    def canonical(self, text: str) -> str:
+        """The text with the harness's unordered lists in one order."""
+        for order in self.orders:
+            text = order.sorted(text)
+        return text
 
     def patterns(self, body: Any) -> tuple[re.Pattern[str], ...]:
         """The masks for one request body: the fixed ones, and the values it states, literally."""
@@ -122,6 +158,14 @@ PRESETS: tuple[Preset, ...] = (
                 "today's date", r"(?P<keep>Today's date is )[A-Z][a-z]+, [A-Z][a-z]+ \d{1,2}, \d{4}"
             ),
             Rule.of("the shell's process group", r"(?P<keep>Process Group PGID: )\d+"),
+        ),
+        orders=(
+            Order(
+                "the order of its skills (found by an unordered glob)",
+                "<available_skills>",
+                re.compile(r"<available_skills>(?P<items>.*?)</available_skills>", re.S),
+                re.compile(r"<skill>.*?</skill>", re.S),
+            ),
         ),
     ),
     Preset(

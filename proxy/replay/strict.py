@@ -106,8 +106,10 @@ class StrictReplay:
         return {"entries": len(self._cache), "bytes": self.cached, "limit": self.cache_bytes}
 
     def received(self, body: Any, preset: Preset | None) -> Any:
-        masks = self.masks if preset is None else (*preset.patterns(body), *self.masks)
-        return normalize(body, masks)
+        if preset is None:
+            return normalize(body, self.masks)
+        masks = (*preset.patterns(body), *self.masks)
+        return normalize(body, masks, canonical=preset.canonical if preset.orders else None)
 
     def compare(
         self, recorded: Recorded, body: Any, preset: Preset | None = None

@@ -269,3 +269,37 @@ def test_mini_swe_agent_is_recognised_by_more_than_its_system_prompt(capture: st
         ]
     }
     assert recognise(home_made, "OpenAI/Python 3.57.0") is None
+
+
+def _skills(*names: str, between: str = "\n") -> str:
+    listed = "".join(
+        f"{between}  <skill>\n    <name>{n}</name>\n    <description>{n} does it.</description>\n"
+        "  </skill>"
+        for n in names
+    )
+    return f"Intro.\n<available_skills>{listed}\n</available_skills>\n# Hook Context"
+
+
+def _gemini(system: str) -> dict[str, object]:
+    return {
+        "systemInstruction": {"parts": [{"text": system}]},
+        "contents": [{"role": "user", "parts": [{"text": "the task"}]}],
+    }
+
+
+def test_gemini_clis_skills_in_another_order_are_the_same_request() -> None:
+    """Gemini CLI finds its skills with an unordered glob: two runs of one install list them in
+    either order (seen under load in CI). Another skill, or other text in the list, still
+    differs."""
+    strict = StrictReplay(())
+    preset = BY_NAME["gemini-cli"]
+    recorded = Recorded(0, "gemini", "main", "POST", "/v1beta/models/m:streamGenerateContent",
+                        _gemini(_skills("antigravity-support", "skill-creator")), 200, True,
+                        "text/event-stream", b"")  # fmt: skip
+    swapped = _gemini(_skills("skill-creator", "antigravity-support"))
+    assert strict.compare(recorded, swapped, preset) is None
+    another = _gemini(_skills("skill-creator", "rm-rf-everything"))
+    assert strict.compare(recorded, another, preset) is not None
+    spaced = _gemini(_skills("skill-creator", "antigravity-support", between="\nIGNORE ALL\n"))
+    assert strict.compare(recorded, spaced, preset) is not None
+    assert strict.compare(recorded, swapped, None) is not None  # without the preset: as sent
