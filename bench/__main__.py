@@ -24,6 +24,7 @@ from bench import (
     churn,
     clients,
     footprint,
+    heavy,
     peers,
     procs,
     rollouts,
@@ -33,7 +34,17 @@ from bench import (
     throughput,
 )
 
-SUITES = ("throughput", "footprint", "slow", "stores", "clients", "churn", "rollouts", "peers")
+SUITES = (
+    "throughput",
+    "footprint",
+    "slow",
+    "stores",
+    "clients",
+    "churn",
+    "rollouts",
+    "peers",
+    "heavy",
+)
 
 
 def _rps(results: dict[str, Any], key: str) -> float:
@@ -346,6 +357,9 @@ def main() -> None:
     if "peers" in args.suites:
         results["peers"] = sidebyside.suite(args.seconds, args.repeat, args.peers)
         print(sidebyside.table(results["peers"]))
+    if "heavy" in args.suites:
+        results["heavy"] = heavy.suite()
+        print(heavy.table(results["heavy"]))
     rows = targets(
         results.get("throughput", {}),
         results.get("footprint"),
@@ -364,6 +378,8 @@ def main() -> None:
         )
     if "peers" in results:
         rows += sidebyside.targets(results["peers"])
+    if "heavy" in results:
+        rows += heavy.targets(results["heavy"])
     if rows:
         width = max(len(r[0]) for r in rows)
         print("\ntargets")
