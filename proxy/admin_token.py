@@ -118,10 +118,11 @@ def write_file(path: Path, token: str) -> None:
 
 
 def remove_file(path: Path, token: str) -> None:
-    """Take the file away at exit, if it still holds this token (another proxy may have taken
-    the same port and the file since)."""
+    """Take the file away at exit, if it still holds this token, or the part of it written
+    before the proxy was stopped (another proxy may have taken the same port and the file
+    since)."""
     try:
-        if path.read_text().strip() == token:
+        if token.startswith(path.read_text().strip()):
             path.unlink()
     except OSError:
         pass

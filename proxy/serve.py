@@ -141,12 +141,20 @@ def serve(flags: dict[str, Any]) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    token_file = None
-    if settings.admin_token is None and not settings.insecure_admin:
-        settings, token_file = _made_token(settings, port)
-        if token_file is None:
-            sock.close()
-            return EXIT_USAGE
+    try:
+        with _admin_token(settings, port) as (settings, token_file):
+            _started(settings, sock, library, port, token_file)
+    except _Unwritable as exc:
+        sock.close()
+        print(f"replay-proxy: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def _started(
+    settings: Settings, sock: socket.socket, library: Library, port: int, token_file: Path | None
+) -> None:
+    """The start lines, then uvicorn until it stops."""
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     upstream = display(settings.upstream) if settings.upstream else "(none)"
     workers = f", {settings.workers} workers on {settings.store}" if settings.workers > 1 else ""
@@ -168,12 +176,7 @@ def serve(flags: dict[str, Any]) -> int:
         "proxy_headers": False,  # nothing reads the client address; one less layer per request
         "server_header": False,  # a forwarded answer keeps the upstream's, not a second one
     }
-    if token_file is None or settings.admin_token is None:
-        _run(settings, sock, library, common)
-        return 0
-    with _token_file_kept(token_file, settings.admin_token.get_secret_value()):
-        _run(settings, sock, library, common)
-    return 0
+    _run(settings, sock, library, common)
 
 
 def _run(settings: Settings, sock: socket.socket, library: Library, common: dict[str, Any]) -> None:
@@ -197,11 +200,23 @@ def _run(settings: Settings, sock: socket.socket, library: Library, common: dict
     uvicorn.Server(uvicorn.Config(app, **common)).run(sockets=[sock])  # run() sets up uvloop
 
 
+class _Unwritable(Exception):
+    """The admin token made at start cannot be written where it should go."""
+
+
 @contextlib.contextmanager
-def _token_file_kept(path: Path, token: str) -> Iterator[None]:
-    """The token file lives as long as the proxy: taken away when it stops, on SIGTERM too
-    (uvicorn re-raises the SIGTERM it caught once it has shut down; the default action would end
-    the process before any `finally`, so the file goes first, then the signal has its way)."""
+def _admin_token(settings: Settings, port: int) -> Iterator[tuple[Settings, Path | None]]:
+    """No --admin-token and no --insecure-admin: a token made now, written where only this user
+    can read it (the start line says where), and taken away when the proxy stops, however it
+    stops: from the moment it is written, so that a Ctrl-C at any point of the start leaves no
+    file behind; on SIGTERM too (uvicorn re-raises the SIGTERM it caught once it has shut down,
+    and its default action would end the process before any `finally`: the file goes first,
+    then the signal has its way)."""
+    if settings.admin_token is not None or settings.insecure_admin:
+        yield settings, None
+        return
+    token = admin_token.make()
+    path = settings.admin_token_file or admin_token.default_file(port)
 
     def terminated(signum: int, frame: object) -> None:
         admin_token.remove_file(path, token)
@@ -210,28 +225,18 @@ def _token_file_kept(path: Path, token: str) -> Iterator[None]:
 
     previous = signal.signal(signal.SIGTERM, terminated)
     try:
-        yield
+        try:
+            admin_token.write_file(path, token)
+        except OSError as exc:
+            raise _Unwritable(
+                f"--admin-token-file {path}: cannot write the admin token made at start: "
+                f"{exc.strerror or exc}; choose a file with --admin-token-file, give a token "
+                "with --admin-token, or serve the admin API without one with --insecure-admin"
+            ) from None
+        yield settings.model_copy(update={"admin_token": SecretStr(token)}), path
     finally:
         admin_token.remove_file(path, token)
         signal.signal(signal.SIGTERM, previous)
-
-
-def _made_token(settings: Settings, port: int) -> tuple[Settings, Path | None]:
-    """No --admin-token and no --insecure-admin: a token made now, written where only this user
-    can read it (the start line says where); None when it cannot be written (said why)."""
-    token = admin_token.make()
-    path = settings.admin_token_file or admin_token.default_file(port)
-    try:
-        admin_token.write_file(path, token)
-    except OSError as exc:
-        print(
-            f"replay-proxy: --admin-token-file {path}: cannot write the admin token made at "
-            f"start: {exc.strerror or exc}; choose a file with --admin-token-file, give a token "
-            "with --admin-token, or serve the admin API without one with --insecure-admin",
-            file=sys.stderr,
-        )
-        return settings, None
-    return settings.model_copy(update={"admin_token": SecretStr(token)}), path
 
 
 def _unnamed_for_the_upstream(settings: Settings, library: Library) -> str | None:
