@@ -15,27 +15,13 @@ from proxy.formats import load_file
 from proxy.replay.trajectory import Trajectory
 from proxy.sessions.status import report
 from proxy.store.state import SessionState
+from tests.unit.sessions.test_status import bound
 
 EXAMPLES = Path(__file__).parents[3] / "examples"
 # four turns, each one bash call; the fourth is the submit command, with no recorded result
 ENDS_ITSELF = EXAMPLES / "harnesses" / "mini-swe-agent.json"
 FIRST_THREE = ["call_greet_1", "call_greet_2", "call_greet_3"]
 SUBMIT = "call_greet_4"
-
-
-def bound(t: Trajectory, *, replay_turns: int | None = None, **fields: Any) -> SessionState:
-    state = SessionState(id="ses_1", created=1_767_225_600.0, last_seen=1_767_225_601.5)
-    state.bind(
-        name=t.name,
-        digest=t.digest,
-        source="unclaimed",
-        task_match=True,
-        turns=len(t.turns),
-        replay_turns=replay_turns,
-    )
-    for name, value in fields.items():
-        setattr(state, name, value)
-    return state
 
 
 def ends_itself() -> Trajectory:
