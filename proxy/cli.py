@@ -234,6 +234,28 @@ def _parser() -> argparse.ArgumentParser:
         metavar="S",
         help="on SIGTERM, seconds the answers in flight may take to finish (default 30)",
     )
+    sockets = serve.add_argument_group("the Responses API over a WebSocket")
+    sockets.add_argument(
+        "--no-websocket",
+        dest="websocket",
+        action="store_false",
+        default=None,
+        help="answer a WebSocket upgrade on /v1/responses with 426, which Codex and opencode "
+        'read as "use HTTP" (default: WebSockets are served)',
+    )
+    sockets.add_argument(
+        "--websocket-idle-timeout",
+        type=float,
+        metavar="S",
+        help="close a socket with no frame for this many seconds (default 900)",
+    )
+    sockets.add_argument(
+        "--websocket-max-turns",
+        type=int,
+        metavar="N",
+        help="response.create frames one socket may send; then it is told to open another "
+        "(default 10000)",
+    )
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     serve.add_argument(
         "--log-format", choices=["text", "json"], help="one JSON object per line with json"

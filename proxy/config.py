@@ -141,6 +141,14 @@ class Settings(BaseSettings):
     # never closes one just as a client sends on it; agents sit idle while their tools run
     keep_alive_timeout: float = Field(default=120.0, gt=0)
     shutdown_timeout: float = Field(default=30.0, ge=0)  # SIGTERM: how long answers may finish
+    # the Responses API over a WebSocket (proxy.http.websocket); off: upgrades get 426, "use HTTP"
+    websocket: bool = True
+    websocket_idle_timeout: float = Field(default=900.0, gt=0)  # agents idle while tools run
+    websocket_max_turns: int = Field(default=10_000, ge=1)  # then the client opens another
+
+    def socket_server(self) -> dict[str, Any]:
+        """uvicorn's WebSocket options: a frame is a request body, and bounded as one."""
+        return {"ws": "websockets-sansio", "ws_max_size": self.max_body_bytes}
 
     @field_validator(
         "trajectory",

@@ -82,6 +82,12 @@ class TooDeep(BadRequest):
     code = "nested_too_deep"
 
 
+class UpgradeRequired(ProxyError):
+    status = 426  # the answer Codex reads as "use HTTP" when refused a WebSocket
+    type = "invalid_request_error"
+    code = "websocket_disabled"
+
+
 class Unauthorized(ProxyError):
     status = 401
     type = "authentication_error"

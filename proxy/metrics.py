@@ -52,6 +52,12 @@ OFFLOADED = (
     "Steps of requests too large to work on beside the event loop, done in a worker process "
     "(--offload-bytes), by step: read, decide, match",
 )
+SOCKETS = (
+    "replay_proxy_websockets",
+    "Responses WebSocket events, by event: opened, refused (--no-websocket, or not allowed), "
+    "warmup (generate: false, no turn), closed; each response.create frame is also counted as "
+    "a request",
+)
 UPSTREAM_SECONDS = ("replay_proxy_upstream_seconds", "Upstream time to the last byte")
 UPSTREAM_TTFB = ("replay_proxy_upstream_ttfb_seconds", "Upstream time to the first byte")
 REQUEST_LABELS = ["api", "lane", "source", "status"]
@@ -91,6 +97,7 @@ class Metrics:
         self.faults: dict[str, int] = {}
         self.expired = 0
         self.offloads: dict[str, int] = {}
+        self.socket_events: dict[str, int] = {}
         self.timings: dict[str, tuple[Timing, Timing]] = {}  # api -> (to last byte, to first)
         self.files = Files() if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else None
 
@@ -115,6 +122,11 @@ class Metrics:
         self.offloads[step] = self.offloads.get(step, 0) + 1
         if self.files is not None:
             self.files.offloaded.labels(step).inc()
+
+    def socket(self, event: str) -> None:
+        self.socket_events[event] = self.socket_events.get(event, 0) + 1
+        if self.files is not None:
+            self.files.sockets.labels(event).inc()
 
     def sessions_expired(self, count: int) -> None:
         self.expired += count
@@ -168,6 +180,10 @@ class Metrics:
         for step, count in self.offloads.items():
             offloaded.add_metric([step], count)
         yield offloaded
+        sockets = CounterMetricFamily(*SOCKETS, labels=["event"])
+        for event, count in self.socket_events.items():
+            sockets.add_metric([event], count)
+        yield sockets
         for index, (name, documentation) in enumerate((UPSTREAM_SECONDS, UPSTREAM_TTFB)):
             histogram = HistogramMetricFamily(name, documentation, labels=["api"])
             for api, timings in self.timings.items():
@@ -185,6 +201,7 @@ class Files:
         self.faults = Counter(*FAULTS, ["kind"], registry=None)
         self.expired = Counter(*EXPIRED, registry=None)
         self.offloaded = Counter(*OFFLOADED, ["step"], registry=None)
+        self.sockets = Counter(*SOCKETS, ["event"], registry=None)
         self.upstream_seconds = Histogram(
             *UPSTREAM_SECONDS, ["api"], buckets=LATENCY, registry=None
         )

@@ -175,6 +175,7 @@ def _started(
         "timeout_graceful_shutdown": settings.shutdown_timeout,
         "proxy_headers": False,  # nothing reads the client address; one less layer per request
         "server_header": False,  # a forwarded answer keeps the upstream's, not a second one
+        **settings.socket_server(),
     }
     _run(settings, sock, library, common)
 

@@ -16,6 +16,7 @@ import redis
 
 from proxy.app import create_app
 from proxy.config import Settings
+from proxy.testing import serving
 from tests.helpers.servers import FakeUpstream, running
 
 ROOT = Path(__file__).parent.parent
@@ -42,8 +43,9 @@ def proxy() -> ProxyFactory:
     def start(**settings: Any) -> Iterator[str]:
         if settings.get("admin_token") is None:
             settings.setdefault("insecure_admin", True)
-        app = create_app(Settings(**settings))
-        with running(app) as url:
+        configured = Settings(**settings)
+        app = create_app(configured)
+        with serving(app, **configured.socket_server()) as url:
             yield url + "/v1"
 
     return start

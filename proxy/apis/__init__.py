@@ -85,6 +85,8 @@ class Api:
     target: Callable[[Conversation, str, str], None] | None = None
     # who adds /v1 to a base URL themselves, said when a path comes with /v1 twice
     adds_v1: str = "this client adds"
+    # its paths also take a WebSocket, whose frames are its requests (proxy.apis.responses_socket)
+    socket: bool = False
 
     def read(self, raw: bytes, path: str, query: str) -> tuple[dict[str, Any], Conversation]:
         """A request body: the JSON object, and the Conversation the decision reads."""
@@ -182,6 +184,7 @@ RESPONSES = Api(
     file=FileShape(
         responses_history.holds, responses_history.marks, responses_history.read, text=True
     ),
+    socket=True,
 )
 ANTHROPIC = Api(
     name="anthropic",

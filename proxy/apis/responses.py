@@ -172,6 +172,16 @@ def _envelope(
     }
 
 
+def empty_response(
+    rid: str, request: dict[str, Any], created: int, *, done: bool
+) -> dict[str, Any]:
+    """A response with no output (a WebSocket warm-up's), in progress or completed."""
+    envelope = _envelope(rid, request, created, "completed" if done else "in_progress", [], done)
+    if done:
+        envelope["usage"] = _usage(Turn(0, -1, "", None, ()))
+    return envelope
+
+
 class _Items:
     """The output items of one turn, in their in-progress and final forms."""
 

@@ -21,8 +21,15 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from proxy.apis import APIS, Api
-from proxy.errors import LoopDetected, NotFound, ProxyError, StoreUnavailable, error_response
-from proxy.http import completions, forward
+from proxy.errors import (
+    LoopDetected,
+    NotFound,
+    ProxyError,
+    StoreUnavailable,
+    UpgradeRequired,
+    error_response,
+)
+from proxy.http import completions, forward, websocket
 from proxy.http.incoming import Headers, Incoming, receive_request
 from proxy.http.prefix import PREFIX, split
 from proxy.http.relay import OTHER
@@ -61,7 +68,10 @@ class Front:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.api(scope, receive, send)
+            if scope["type"] == "websocket":
+                await self.socket(scope, receive, send)
+            else:
+                await self.api(scope, receive, send)
             return
         path = scope["path"]
         if path.startswith(PREFIX):
@@ -101,6 +111,52 @@ class Front:
                 self.runtime, path, unexpected(exc, scope["method"], path), api=api
             )
         await response(scope, receive, send)
+
+    async def socket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket upgrade: the Responses API's socket (proxy.http.websocket), behind the same
+        guard as an HTTP request (a web page may open one too); any other is refused."""
+        path, runtime = scope["path"], self.runtime
+        refused: ProxyError | None = None
+        if path.startswith(PREFIX):
+            scope, refused = self._unprefixed(scope)
+        route = self.route(scope["path"], "POST") if refused is None else None
+        api = route[1] if route is not None else None
+        try:
+            if refused is not None:
+                raise refused
+            if route is None or api is None or not api.socket:
+                raise NotFound(
+                    f"{path}: no WebSocket here; the proxy takes WebSockets on the Responses API's "
+                    "path (/v1/responses) only"
+                )
+            if not runtime.settings.websocket:
+                raise UpgradeRequired(
+                    "WebSockets are off (--no-websocket): send the request over HTTP, "
+                    "POST /v1/responses"
+                )
+            headers = Headers(scope["headers"])
+            runtime.guard.api(headers)
+            named = scope.get("replay.named")
+            runtime.guard.binding(headers, named=named is not None and named.trajectory is not None)
+            if headers.raw(b"via") is not None and came_back(
+                scope["headers"], runtime.upstream.mark
+            ):
+                raise _loop(runtime)
+        except ProxyError as error:
+            await websocket.refuse(
+                scope, send, answer_error(runtime, path, error, api=api), runtime
+            )
+            return
+        assert route is not None and api is not None
+        await websocket.serve(
+            scope,
+            receive,
+            send,
+            runtime=runtime,
+            handler=route[0],
+            api=api,
+            answer_error=partial(answer_error, runtime, path, api=api),
+        )
 
     def route(self, path: str, method: str) -> Route | None:
         """Whose path this is: an API's answered path (POST), a forwarded path (/v1/..., or one an

@@ -66,6 +66,9 @@ class Incoming:
     headers: Headers
     body: bytes
     named: Named | None = None  # the session (and trajectory) named in the path, /s/{session}/
+    # a WebSocket frame's request (proxy.http.websocket): its body already read, and the socket
+    parsed: dict[str, Any] | None = None
+    transport: str = "http"
 
     @property
     def session(self) -> str | None:
@@ -81,6 +84,8 @@ class Incoming:
 
     def json(self) -> dict[str, Any]:
         """The body as a JSON object; run it in a thread when the body is large (`large`)."""
+        if self.parsed is not None:
+            return self.parsed
         if not self.body and self.headers.raw(b"upgrade"):
             raise _upgrade(self.headers)
         return loads_object(self.body)

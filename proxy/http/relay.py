@@ -46,6 +46,8 @@ def tap(
         stream=stream,
         started=time.time(),
     )
+    if incoming.transport != "http":  # said in the recording: it came as a WebSocket frame
+        exchange.extra["transport"] = incoming.transport
     return Tap(
         exchange,
         recorder=runtime.recorder,
