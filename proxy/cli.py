@@ -239,7 +239,6 @@ def _parser() -> argparse.ArgumentParser:
         "--no-websocket",
         dest="websocket",
         action="store_false",
-        default=None,
         help="answer a WebSocket upgrade on /v1/responses with 426, which Codex and opencode "
         'read as "use HTTP" (default: WebSockets are served)',
     )

@@ -109,9 +109,25 @@ MINI_TEXT = Recipe(
 )
 
 
+# the built-in OpenAI providers, which open a WebSocket to /v1/responses first (not in RECIPES:
+# FlakyFront, which fails turn 2 once in the main test, speaks HTTP only)
+CODEX_SOCKET = Recipe(
+    "codex-ws", "exec_command", lambda c: {"cmd": c}, {"text": "All done."}, api="responses"
+)
+OPENCODE_SOCKET = Recipe(
+    "opencode-ws",
+    "bash",
+    lambda c: {"command": c, "description": "run a step"},
+    {"text": "All done."},
+    api="responses",
+)
+
+
 def install_name(recipe: str) -> str:
     if recipe == "mini-text":
         return "mini"
+    if recipe.endswith("-ws"):
+        return recipe.removesuffix("-ws")
     return "agents" if recipe.startswith("agents") else recipe
 
 
@@ -227,6 +243,33 @@ def command(
             npm_config_offline="true",  # else it installs @opencode-ai/plugin from npm in the background
         )
         return [exe, "run", *extra_args, task], env
+    if recipe.name == "opencode-ws":
+        # its own OpenAI provider with stored credentials: Responses over a WebSocket, as its
+        # beta and dev builds do by default; the default plugins hold that provider
+        config = {
+            "provider": {"openai": {"options": {"baseURL": base_v1}}},
+            "model": "openai/gpt-5.2",
+            "small_model": "openai/gpt-5.2",
+            "autoupdate": False,
+            "share": "disabled",
+            "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"},
+        }
+        (folder / "opencode.json").write_text(json.dumps(config))
+        auth = Path(env["XDG_DATA_HOME"]) / "opencode/auth.json"
+        auth.parent.mkdir(parents=True, exist_ok=True)
+        auth.write_text(json.dumps({"openai": {"type": "api", "key": "sk-harness"}}))
+        env.update(
+            OPENCODE_CONFIG=str(folder / "opencode.json"),
+            OPENCODE_EXPERIMENTAL_WEBSOCKETS="1",
+            OPENCODE_DISABLE_AUTOUPDATE="1",
+            OPENCODE_DISABLE_MODELS_FETCH="1",
+            OPENCODE_DISABLE_LSP_DOWNLOAD="1",
+            OPENCODE_DISABLE_SHARE="1",
+            OPENCODE_DISABLE_CLAUDE_CODE="1",
+            OPENCODE_DISABLE_TERMINAL_TITLE="1",
+            npm_config_offline="true",
+        )
+        return [exe, "run", task], env
     if recipe.name in ("mini", "mini-text"):
         env.update(
             MSWEA_CONFIGURED="true",
@@ -274,6 +317,28 @@ def command(
             )
         )
         env.update(CODEX_HOME=str(home), REPLAY_API_KEY="sk-harness")
+        return [exe, "exec", "--skip-git-repo-check", "--color", "never", task], env
+    if recipe.name == "codex-ws":
+        # the documented one-line recipe: its built-in provider, moved by openai_base_url
+        home = folder / "codex-home"
+        home.mkdir(exist_ok=True)
+        (home / "config.toml").write_text(
+            "\n".join(
+                [
+                    'model = "gpt-5.2"',
+                    f'openai_base_url = "{base_v1}"',
+                    'approval_policy = "never"',
+                    'sandbox_mode = "danger-full-access"',
+                    "check_for_update_on_startup = false",
+                    "[analytics]",
+                    "enabled = false",
+                    "[features]",
+                    "plugins = false",
+                    "",
+                ]
+            )
+        )
+        env.update(CODEX_HOME=str(home), OPENAI_API_KEY="sk-harness")
         return [exe, "exec", "--skip-git-repo-check", "--color", "never", task], env
     if recipe.name == "claude":
         env.update(
