@@ -577,6 +577,10 @@ def _short(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+API_NAMES = {"responses": "Responses", "chat": "Chat Completions", "anthropic": "Anthropic Messages",
+             "gemini": "Gemini"}  # fmt: skip
+
+
 def misread(t: Trajectory) -> str | None:
     """Why a loaded trajectory is probably not the run its file records: most of its messages
     were dropped (a shape the rules do not fit; replaying it would go live at once)."""
@@ -597,6 +601,8 @@ def _user(t: Trajectory, index: int) -> str:
 def describe(t: Trajectory, *, named: bool = False) -> str:
     """What `check` prints of a trajectory; `named`: one of a file's several (rollouts), led by
     its own name (NAME.LINE), the one a request picks it by."""
+    from proxy.replay.trajectory import not_served
+
     exchanges = f"{t.exchanges} exchange" + ("" if t.exchanges == 1 else "s")
     lines = [
         f"{t.source}: {t.name + ': ' if named else ''}{t.format}, {len(t.turns)} turns in "
@@ -638,6 +644,13 @@ def describe(t: Trajectory, *, named: bool = False) -> str:
             lines.append(f"    text: {_short(turn.text)}")
         for call in turn.tool_calls:
             lines.append(f"    {call.name} [{call.id}] {_short(call.arguments)}")
+            for api, field, value in not_served(call):
+                lines.append(
+                    f"  warning: turn {turn.number}, call {call.id} ({call.name}): its {field} "
+                    f"{_short(str(value), 60)!r} is served only over the {API_NAMES.get(api, api)} "
+                    "API; served over another it is left out, and a harness that needs it to "
+                    "dispatch the call refuses it"
+                )
     for user in t.trailing_users:
         lines.append(f"  {_user(t, user.index)} trails the last turn (spliced live)")
     for note in t.skipped:

@@ -38,9 +38,18 @@ DEFAULT_SESSION_HEADERS = (
     "x-litellm-session-id",
     "x-claude-code-session-id",
 )
-# opencode marks a subagent's calls with the parent's id; Claude Code 2.x sends its subagents'
-# calls with the parent's session id and the subagent's own id in x-claude-code-agent-id
-DEFAULT_SUBAGENT_HEADERS = ("x-parent-session-id", "x-claude-code-agent-id")
+# each harness's own (proxy.lineage): opencode marks a subagent's calls with the parent's id;
+# Claude Code 2.x sends its subagents' calls with the parent's session id and the subagent's own
+# id in x-claude-code-agent-id (and a nested one's parent in x-claude-code-parent-agent-id);
+# Codex sends a child's calls with the root's session-id, its kind in x-openai-subagent and, for
+# a spawned agent, its parent's thread in x-codex-parent-thread-id
+DEFAULT_SUBAGENT_HEADERS = (
+    "x-parent-session-id",
+    "x-claude-code-agent-id",
+    "x-claude-code-parent-agent-id",
+    "x-openai-subagent",
+    "x-codex-parent-thread-id",
+)
 
 
 class LogFormat(StrEnum):

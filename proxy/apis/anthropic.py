@@ -165,6 +165,7 @@ def blocks(turn: Turn, request: dict[str, Any]) -> list[dict[str, Any]]:
                 "input": arguments_object(
                     turn, i, "the Anthropic API takes only objects as tool_use input"
                 ),
+                **call.served_with("anthropic"),  # as recorded: its caller, its toolset
             }
         )
     return out
@@ -233,7 +234,7 @@ def message_events(turn: Turn, request: dict[str, Any], *, key: str) -> list[byt
                 delta={"type": "text_delta", "text": block["text"]},
             )
         else:
-            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            start = {**block, "input": {}}  # with what it was recorded with (its caller...)
             emit("content_block_start", index=index, content_block=start)
             emit(
                 "content_block_delta",

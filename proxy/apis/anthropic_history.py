@@ -14,6 +14,7 @@ from typing import Any
 
 from proxy.errors import LoadError
 from proxy.replay.content import text_of
+from proxy.replay.trajectory import DISPATCH, dispatch_of
 
 MARKERS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 
@@ -116,13 +117,14 @@ def _assistant(blocks: list[Any], source: str, index: int) -> dict[str, Any]:
             if not isinstance(name, str) or not isinstance(call_id, str):
                 raise LoadError(source, index, "tool_use block needs an id and a name")
             arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
-            calls.append(
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": name, "arguments": arguments},
-                }
-            )
+            call = {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+            if (dispatch := dispatch_of("anthropic", block)) is not None:
+                call[DISPATCH] = dispatch  # served with it over this API
+            calls.append(call)
     message["content"] = "\n".join(texts) or None
     if any(thoughts):
         message["reasoning_content"] = "\n\n".join(t for t in thoughts if t)

@@ -155,7 +155,8 @@ def parts(turn: Turn, request: dict[str, Any]) -> list[dict[str, Any]]:
                     "args": arguments_object(
                         turn, i, "the Gemini API takes only objects as functionCall args"
                     ),
-                }
+                },
+                **call.served_with("gemini"),  # as recorded: its thoughtSignature
             }
         )
     return out

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.errors import LoadError
+from proxy.replay.trajectory import DISPATCH, dispatch_of
 
 MARKERS = frozenset({"functionCall", "functionResponse"})
 
@@ -98,16 +99,17 @@ def contents_to_chat(
                 given = call.get("id")
                 ident = given if isinstance(given, str) and given else call_id((index, k), name)
                 args = call.get("args")
-                calls.append(
-                    {
-                        "id": ident,
-                        "type": "function",
-                        "function": {
-                            "name": name,
-                            "arguments": json.dumps(args if args is not None else {}),
-                        },
-                    }
-                )
+                made: dict[str, Any] = {
+                    "id": ident,
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": json.dumps(args if args is not None else {}),
+                    },
+                }
+                if (dispatch := dispatch_of("gemini", part)) is not None:
+                    made[DISPATCH] = dispatch  # its thoughtSignature, on the part beside it
+                calls.append(made)
                 unanswered.add(name, ident)
             if calls:
                 message["tool_calls"] = calls

@@ -33,7 +33,7 @@ from proxy.replay.content import text_of
 from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_greeting
 from proxy.replay.ids import derived
 from proxy.replay.splice import Insertion
-from proxy.replay.trajectory import Turn
+from proxy.replay.trajectory import ToolCall, Turn
 from proxy.replay.usage import NO_USAGE
 
 # ---- the request
@@ -219,8 +219,8 @@ class _Items:
         }
 
     @staticmethod
-    def call(fc: str, call: Any, done: bool) -> dict[str, Any]:
-        return {
+    def call(fc: str, call: ToolCall, done: bool) -> dict[str, Any]:
+        item = {
             "id": fc,
             "type": "function_call",
             "status": "completed" if done else "in_progress",
@@ -228,6 +228,9 @@ class _Items:
             "call_id": call.id,
             "name": call.name,
         }
+        if call.dispatch:  # as recorded: Codex dispatches a namespaced call by its namespace
+            item.update(call.served_with("responses"))
+        return item
 
     def output(self) -> list[dict[str, Any]]:
         out = [self.reasoning(True)] if self.rs else []

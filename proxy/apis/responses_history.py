@@ -16,6 +16,7 @@ from typing import Any
 
 from proxy.errors import LoadError
 from proxy.replay.content import appended, text_of
+from proxy.replay.trajectory import DISPATCH, dispatch_of
 
 # on an assistant message: the file records it as a model call of its own (formats/chat.py)
 OWN_CALL = "generation_token_ids"
@@ -121,6 +122,8 @@ def _into_assistant(
         }
         if isinstance(call_id, str) and call_id:
             call["id"] = call_id
+        if (dispatch := dispatch_of("responses", item)) is not None:
+            call[DISPATCH] = dispatch  # its namespace: served with it over this API
         message.setdefault("tool_calls", []).append(call)
 
 

@@ -38,7 +38,15 @@ import orjson
 from proxy.apis.responses_history import OWN_CALL
 from proxy.errors import LoadError
 from proxy.replay.content import split_reasoning, text_of
-from proxy.replay.trajectory import Note, ToolCall, Trajectory, Turn, UserMessage, place_of
+from proxy.replay.trajectory import (
+    DISPATCH,
+    Note,
+    ToolCall,
+    Trajectory,
+    Turn,
+    UserMessage,
+    place_of,
+)
 from proxy.replay.usage import OutOfRange, in_range, read_usage
 
 
@@ -286,10 +294,24 @@ def _tool_calls(
                 source, idx, f"tool_calls[{j}].id {call_id!r} is used twice in one turn"
             )
         seen.add(call_id)
+        dispatch = call.get(DISPATCH)
         calls.append(
-            ToolCall(call_id, name, normalize_arguments(fn.get("arguments"), source, idx, j))
+            ToolCall(
+                call_id,
+                name,
+                normalize_arguments(fn.get("arguments"), source, idx, j),
+                _dispatch(dispatch, source, idx, j) if dispatch is not None else None,
+            )
         )
     return tuple(calls), made_up
+
+
+def _dispatch(value: Any, source: str, idx: int, position: int) -> dict[str, dict[str, Any]]:
+    """A call's recorded dispatch fields: {api: {field: value}} (proxy.replay.trajectory)."""
+    if type(value) is not dict or not all(type(v) is dict for v in value.values()):
+        where = f"tool_calls[{position}].{DISPATCH}"
+        raise LoadError(source, idx, f'{where} must be an object: {{"<api>": {{"<field>": ...}}}}')
+    return value
 
 
 def normalize_arguments(value: Any, source: str, idx: int, position: int) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from proxy.apis.responses_history import OWN_CALL
-from proxy.replay.trajectory import Trajectory
+from proxy.replay.trajectory import DISPATCH, Trajectory
 
 
 def to_messages(t: Trajectory) -> list[dict[str, Any]]:
@@ -43,6 +43,7 @@ def to_messages(t: Trajectory) -> list[dict[str, Any]]:
                     "id": c.id,
                     "type": "function",
                     "function": {"name": c.name, "arguments": c.arguments},
+                    **({DISPATCH: c.dispatch} if c.dispatch else {}),  # kept for its own API
                 }
                 for c in turn.tool_calls
             ]

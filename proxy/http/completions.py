@@ -26,6 +26,7 @@ from proxy.http.answers import JSON, SSE, own_headers, rendered
 from proxy.http.faulted import fault_error, faulted
 from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
+from proxy.lineage import lineage_of
 from proxy.offload import Decided, Request
 from proxy.recording.tap import Tap, dump_record
 from proxy.replay.conversation import Conversation, Lane, session_id
@@ -108,10 +109,9 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
         body, conv = await _off_loop_if(request.large, partial(_read, request, api))
         results = bool(conv.results)
     session = request.session or session_id(request.headers, runtime.settings.session_header, conv)
-    parent = next(
-        (v for h in runtime.settings.subagent_header if (v := request.headers.get(h))), None
-    )
-    lane = conv.lane(subagent=parent is not None)
+    lineage = lineage_of(request.headers, runtime.settings.subagent_header, session)
+    parent = lineage.parent if lineage is not None else None
+    lane = conv.lane(subagent=lineage is not None)
     preset = None
     if runtime.wants_preset(results=results):
         preset = seen.preset if seen is not None else recognise(body, agent)
@@ -161,7 +161,9 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
             )
             call.done("recorded", "-", response.status_code)
             return response
-        state, _ = await runtime.sessions.record(session, lane, None, upstream=call.upstream())
+        state, _ = await runtime.sessions.record(
+            session, lane, None, upstream=call.upstream(), lineage=lineage
+        )
         return await _forward(call, state.prefix_messages, "-")
     return await _main(call, binding)
 

@@ -177,6 +177,16 @@ def _row(state: SessionState, events: list[Event]) -> str:
     injected = ""
     if state.upstream is not None:  # an upstream per session: where this one's calls went
         injected = f"<br>live at <code>{escape(state.upstream)}</code>"
+    for agent in state.subagents[-5:]:  # a subagent lane: its requests, under its parent
+        child = agent.get("child") or "a subagent"
+        kind = f" ({agent['kind']})" if agent.get("kind") else ""
+        injected += (
+            f'<br><span class="subagent">subagent <code>{escape(str(child))}</code>{escape(kind)}'
+            f" of <code>{escape(str(agent.get('parent')))}</code>: {agent.get('requests', 0)}"
+            " requests</span>"
+        )
+    if len(state.subagents) > 5:
+        injected += f"<br>and {len(state.subagents) - 5} more subagents"
     if state.injected:
         latest = ", ".join(f"{i['kind']} at turn {i['turn']}" for i in state.injected[-5:])
         injected += f"<br>faults injected: {len(state.injected)} ({escape(latest)})"

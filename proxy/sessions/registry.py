@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from proxy.errors import BadRequest, NotFound, ProxyError, TrajectoryUnusable
+from proxy.lineage import SUBAGENTS_KEPT, Lineage
 from proxy.names import is_valid_name
 from proxy.replay.conversation import Conversation, Lane
 from proxy.replay.engine import (
@@ -236,16 +237,19 @@ class Sessions:
         preset: str | None = None,
         upstream: str | None = None,
         refused: bool = False,
+        lineage: Lineage | None = None,
     ) -> tuple[SessionState, Fault | None]:
         """Count what a request got, and fire the fault planned for its turn, if one is left.
         `decision` is None for requests outside the main lane; `messages` is the request's
         message count (the replay/live boundary for dumps); `preset` the harness recognised;
         `upstream` where it is forwarded, when that depends on the session. `refused`: strict
         mode turned away a request it would otherwise have forwarded (an error, never counted
-        as forwarded)."""
+        as forwarded). `lineage`: a subagent's request, whose child and parent the status lists."""
         now = time.time()
         fired: list[Fault] = []
         event = _event(session, lane, decision, now)
+        if lineage is not None:
+            event["detail"] = lineage.describe()[:300]
         if refused:
             event["source"], event["detail"] = "refused", "strict replay: no recording to replay"
         plain = event["source"], event["detail"]
@@ -259,6 +263,8 @@ class Sessions:
                 return
             if decision is None or isinstance(decision, Forward):
                 s.forwarded[str(lane)] = s.forwarded.get(str(lane), 0) + 1
+            if lineage is not None:
+                _subagent(s, lineage, now)
             if preset is not None:
                 s.preset = preset
             if upstream is not None:
@@ -369,6 +375,18 @@ def _fire(s: SessionState, plan: tuple[Fault, ...], turn: int, now: float) -> Fa
 
 
 INJECTED_KEPT = 200  # a session's status lists its latest injections
+
+
+def _subagent(s: SessionState, lineage: Lineage, now: float) -> None:
+    """Count a subagent's request under its child and parent (one entry per pair)."""
+    for entry in s.subagents:
+        if entry["child"] == lineage.child and entry["parent"] == lineage.parent:
+            entry["requests"] += 1
+            entry["last_seen"] = now
+            entry["kind"] = lineage.kind or entry["kind"]
+            return
+    s.subagents.append({**lineage.as_dict(), "requests": 1, "first_seen": now, "last_seen": now})
+    del s.subagents[:-SUBAGENTS_KEPT]
 
 
 def _event(session: str, lane: str, decision: Decision | None, now: float) -> Event:

@@ -116,6 +116,10 @@ def report(
         "forwarded": {
             lane.value: state.forwarded.get(lane.value, 0) for lane in CONVERSATION_LANES
         },
+        "subagents": [
+            {**a, "first_seen": iso(a.get("first_seen")), "last_seen": iso(a.get("last_seen"))}
+            for a in state.subagents
+        ],
         "errors": state.errors,
         "created": iso(state.created),
         "last_seen": iso(state.last_seen),

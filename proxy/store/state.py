@@ -50,6 +50,9 @@ class SessionState:
     faults: list[dict[str, Any]] | None = None
     faults_fired: list[int] = field(default_factory=list)
     injected: list[dict[str, Any]] = field(default_factory=list)
+    # the subagents whose calls came in this session (proxy.lineage), the latest SUBAGENTS_KEPT:
+    # {"child", "parent", "kind", "by", "requests", "first_seen", "last_seen"}
+    subagents: list[dict[str, Any]] = field(default_factory=list)
 
     def copy(self) -> SessionState:
         """A copy whose containers are new too. Written out: it runs on every request, and
@@ -89,6 +92,7 @@ class SessionState:
         new.faults = self.faults  # replaced whole, never changed in place
         new.faults_fired = list(self.faults_fired)
         new.injected = list(self.injected)
+        new.subagents = [dict(a) for a in self.subagents]
         return new
 
     def to_dict(self) -> dict[str, Any]:

@@ -46,6 +46,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "names": 0,
     "nesting": 0,
+    "lineage": 0,
     "log_format": 0,
     "replay": 1,
     "upstream": 1,

@@ -18,6 +18,9 @@ Every chat message remembers its line (an assistant message: the line of its fir
 - a user `message` -> a user message; the first is the task. Codex's own context is left out:
   user messages it writes itself (`<environment_context>`, AGENTS.md and user instructions, skills,
   `<subagent_notification>`, `<turn_aborted>`, ...) and `developer` messages;
+- a `function_call`'s `namespace` (Codex's `multi_agent_v1` tools, an MCP server's) is kept and
+  served with the call over the Responses API; a field of a call item the proxy does not know is
+  reported;
 - a `custom_tool_call` (a freeform tool) -> arguments `{"input": <its text>}`; `local_shell_call`
   -> a call of `shell` with `{"command", "workdir", "timeout_ms"}`, as Codex itself runs it;
 - left out, each with a note: web searches (the API runs them), compactions, a subagent's thread
@@ -35,8 +38,17 @@ from proxy.apis.responses_history import content_parts
 from proxy.errors import LoadError
 from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
 from proxy.replay.content import appended, text_of
-from proxy.replay.trajectory import Note
+from proxy.replay.trajectory import DISPATCH, DISPATCH_FIELDS, Note, dispatch_of
 
+# the fields of a call item the proxy reads or makes itself, and Codex's own bookkeeping (which it
+# takes out before a request to another provider: no harness dispatches by it); any other field is
+# reported, not served
+_OWN = {"type", "id", "status", "call_id", "internal_chat_message_metadata_passthrough"}
+KNOWN_CALL_FIELDS = {
+    "function_call": _OWN | {"name", "arguments", *DISPATCH_FIELDS["responses"]},
+    "custom_tool_call": _OWN | {"name", "input", *DISPATCH_FIELDS["responses"]},
+    "local_shell_call": _OWN | {"action"},
+}
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
@@ -241,8 +253,6 @@ class _Builder:
             arguments = item.get("arguments")
             if not isinstance(arguments, str):
                 arguments = json.dumps(arguments if arguments is not None else {})
-            if isinstance(item.get("namespace"), str):
-                self.note(index, f"call {call_id} is in Codex's tool namespace {item['namespace']}")
         elif kind == "custom_tool_call":
             arguments = json.dumps({"input": item.get("input", "")}, ensure_ascii=False)
             self.note(index, f'call {call_id}: a freeform tool, read as arguments {{"input": ...}}')
@@ -253,11 +263,20 @@ class _Builder:
                      "timeout_ms": action.get("timeout_ms")}  # fmt: skip
             arguments = json.dumps({k: v for k, v in shell.items() if v is not None})
         self.names[call_id] = name
-        return {
+        call: dict[str, Any] = {
             "id": call_id,
             "type": "function",
             "function": {"name": name, "arguments": arguments},
         }
+        if kind != "local_shell_call" and (dispatch := dispatch_of("responses", item)) is not None:
+            call[DISPATCH] = dispatch  # its namespace (multi_agent_v1, mcp__...): Codex needs it
+        unknown = sorted(set(item) - KNOWN_CALL_FIELDS.get(kind, set()))
+        if unknown:
+            fields = ", ".join(unknown)
+            self.note(
+                index, f"call {call_id}: its {fields} not served (the proxy does not know it)"
+            )
+        return call
 
     def output(self, index: int, item: dict[str, Any]) -> None:
         call_id = item.get("call_id")

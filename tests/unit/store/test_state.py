@@ -49,6 +49,17 @@ def busy() -> SessionState:
         faults=[{"turn": 2, "kind": "429", "times": 1}],
         faults_fired=[1],
         injected=[{"turn": 2, "kind": "429", "at": 1_700_000_020.0}],
+        subagents=[
+            {
+                "child": "thread-child",
+                "parent": "thread-root",
+                "kind": "collab_spawn",
+                "by": "x-openai-subagent",
+                "requests": 2,
+                "first_seen": 1_700_000_030.0,
+                "last_seen": 1_700_000_031.0,
+            }
+        ],
     )
 
 
@@ -86,6 +97,7 @@ def test_a_copy_shares_none_of_the_containers_a_change_grows() -> None:
     copy.recorded_used.append("abc:4")
     copy.faults_fired[0] += 1
     copy.injected.append({"turn": 3, "kind": "drop", "at": 0.0})
+    copy.subagents[0]["requests"] += 1
     assert state == busy()
 
 
