@@ -224,34 +224,49 @@ class FlakyFront:
 
 def responses_text(content: str) -> Answer:
     """A final text answer in the Responses API, as JSON or named SSE events (hand-written)."""
+    item = {"id": "msg_up", "type": "message", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": content, "annotations": []}]}  # fmt: skip
+    added = {**item, "status": "in_progress", "content": []}
+    parts = [
+        (
+            "response.content_part.added",
+            {
+                "item_id": "msg_up",
+                "output_index": 0,
+                "content_index": 0,
+                "part": {"type": "output_text", "text": "", "annotations": []},
+            },
+        ),
+        (
+            "response.output_text.delta",
+            {"item_id": "msg_up", "output_index": 0, "content_index": 0, "delta": content},
+        ),
+    ]
+    return _responses_answer(item, added, parts)
 
+
+def responses_call(name: str, arguments: str, call_id: str) -> Answer:
+    """A function call in the Responses API, as JSON or named SSE events (hand-written)."""
+    item = {"id": f"fc_{call_id}", "type": "function_call", "status": "completed",
+            "name": name, "arguments": arguments, "call_id": call_id}  # fmt: skip
+    added = {**item, "status": "in_progress", "arguments": ""}
+    delta = {"item_id": item["id"], "output_index": 0, "delta": arguments}
+    return _responses_answer(item, added, [("response.function_call_arguments.delta", delta)])
+
+
+def _responses_answer(
+    item: dict[str, Any], added: dict[str, Any], parts: list[tuple[str, dict[str, Any]]]
+) -> Answer:
     def answer(seen: Seen) -> Response:
         body = seen.json
-        item = {"id": "msg_up", "type": "message", "status": "completed", "role": "assistant",
-                "content": [{"type": "output_text", "text": content, "annotations": []}]}  # fmt: skip
         done = {"id": "resp_up", "object": "response", "created_at": 1, "status": "completed", "model": body.get("model"),
                 "output": [item], "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}}  # fmt: skip
         if not body.get("stream"):
             return Response(orjson.dumps(done), media_type="application/json")
         events = [
             ("response.created", {"response": {**done, "status": "in_progress", "output": []}}),
-            (
-                "response.output_item.added",
-                {"output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
-            ),
-            (
-                "response.content_part.added",
-                {
-                    "item_id": "msg_up",
-                    "output_index": 0,
-                    "content_index": 0,
-                    "part": {"type": "output_text", "text": "", "annotations": []},
-                },
-            ),
-            (
-                "response.output_text.delta",
-                {"item_id": "msg_up", "output_index": 0, "content_index": 0, "delta": content},
-            ),
+            ("response.output_item.added", {"output_index": 0, "item": added}),
+            *parts,
             ("response.output_item.done", {"output_index": 0, "item": item}),
             ("response.completed", {"response": done}),
         ]
