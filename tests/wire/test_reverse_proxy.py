@@ -5,6 +5,7 @@ forwards comes from 127.0.0.1, so none of this may rest on where a request comes
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -14,9 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from tests.conftest import ROOT
-from tests.helpers.agent import RECORDED, agent_step, client, start_messages
+from tests.helpers.agent import RECORDED, SYSTEM, TASK, agent_step, client, start_messages
 from tests.helpers.nginx import documented_block, nginx_in_front
 from tests.helpers.servers import FakeUpstream, running, status
 from tests.wire.test_cross_site import EVIL
@@ -24,6 +26,7 @@ from tests.wire.test_cross_site import EVIL
 KEY = "sk-operator-key-0123456789"
 AGENTS = "replay.internal.example"  # the name the operator lists for its agents
 FOREIGN = "rebind.attacker.example"
+RESPONSES_BASH = {"type": "function", "name": "bash", "parameters": {"type": "object"}}
 
 
 @pytest.fixture
@@ -142,3 +145,19 @@ def test_agents_are_served_through_the_documented_block(fronted: Callable[..., A
     c = client(front + "/v1", **{"x-session-affinity": "agent-1", "host": AGENTS})
     answer, headers = agent_step(c, start_messages(), stream=True)
     assert headers["x-replay-turn"] == "1/2" and answer["tool_calls"]
+
+
+def test_a_websocket_goes_through_the_documented_block(fronted: Callable[..., Any]) -> None:
+    """Codex and opencode open a WebSocket first: the block passes the upgrade on."""
+    front, _, _ = fronted()
+    frame = {"type": "response.create", "model": "m", "input": [{"role": "user", "content": TASK}],
+             "instructions": SYSTEM, "tools": [RESPONSES_BASH]}  # fmt: skip
+    port = int(front.rsplit(":", 1)[1])
+    tcp = socket.create_connection(("127.0.0.1", port))  # by the agents' name, as they address it
+    url = f"ws://{AGENTS}:{port}/v1/responses"
+    headers = {"x-session-affinity": "agent-ws"}
+    with connect(url, sock=tcp, additional_headers=headers) as sock:
+        sock.send(json.dumps(frame))
+        while (event := json.loads(sock.recv(timeout=30)))["type"] != "response.completed":
+            assert event["type"] != "error", event
+    assert [i["type"] for i in event["response"]["output"]] == ["reasoning", "message", "function_call"]

@@ -253,3 +253,19 @@ def test_an_upgrade_the_proxy_will_not_take_gets_an_http_answer_that_says_why(
     answer = refused.value.response
     assert answer.status_code == status
     assert json.loads(answer.body or b"{}")["error"]["message"]
+
+
+def test_an_injected_429_is_an_error_frame_and_the_retry_gets_the_turn(
+    proxy: ProxyFactory, script: Path
+) -> None:
+    with (
+        proxy(trajectory=[script], fault=["1:429:0.01"]) as url,
+        connect(ws_url(url, "/s/fault-1/v1/responses")) as sock,  # the session in the path
+    ):
+        (limited,) = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
+        assert limited["status"] == 429 and "fault injected" in limited["error"]["message"]
+        again = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
+        assert output_of(again)[0]["call_id"] == "call_A"
+        status = session_status(url, "fault-1")
+    assert status["turns_served"] == 1
+    assert [f["kind"] for f in status["faults"]["injected"]] == ["429:0.01"]
