@@ -160,4 +160,8 @@ def test_a_websocket_goes_through_the_documented_block(fronted: Callable[..., An
         sock.send(json.dumps(frame))
         while (event := json.loads(sock.recv(timeout=30)))["type"] != "response.completed":
             assert event["type"] != "error", event
-    assert [i["type"] for i in event["response"]["output"]] == ["reasoning", "message", "function_call"]
+    assert [i["type"] for i in event["response"]["output"]] == [
+        "reasoning",
+        "message",
+        "function_call",
+    ]
