@@ -44,10 +44,12 @@ class Chain:
 
     last: str | None = None
     items: list[Any] = field(default_factory=list)
+    size: int = 0  # bytes of the last request's body: what a continuation's will hold at least
 
-    def remember(self, rid: str, body: dict[str, Any], output: list[Any]) -> None:
+    def remember(self, rid: str, body: dict[str, Any], output: list[Any], size: int) -> None:
         self.last = rid
         self.items = [*body["input"], *output]
+        self.size = size
 
 
 @dataclass(frozen=True, slots=True)

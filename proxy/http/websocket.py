@@ -33,13 +33,14 @@ from proxy.apis import Api
 from proxy.apis.responses_socket import (
     TERMINAL,
     Chain,
+    Frame,
     completed_output,
     error_frame,
     read_frame,
     warm_up,
 )
 from proxy.errors import BadRequest, ProxyError
-from proxy.http.incoming import Headers, Incoming
+from proxy.http.incoming import OFF_LOOP, Headers, Incoming
 from proxy.runtime import Runtime
 
 log = logging.getLogger("proxy.websocket")
@@ -111,13 +112,17 @@ async def serve(
                 await socket.text(error_frame(400, _binary().body()))
                 continue
             try:
-                frame = read_frame(raw, chain)
+                # a frame, or the conversation it continues, large enough to be felt by every
+                # other client is read and written in a thread, as an HTTP body is
+                large = len(raw) + chain.size > OFF_LOOP
+                read = await asyncio.to_thread(_read, raw, chain) if large else _read(raw, chain)
             except ProxyError as error:
                 response = answer_error(error)
                 await socket.text(error_frame(error.status, orjson.loads(response.body)))
                 continue
-            if frame is None:  # a receipt
+            if read is None:  # a receipt
                 continue
+            frame, body = read
             turns += 1
             if turns > settings.websocket_max_turns:
                 await socket.text(_limit_reached(settings.websocket_max_turns))
@@ -129,7 +134,7 @@ async def serve(
                 rid, frames = warm_up(frame.body, key, int(time.time()))
                 for text in frames:
                     await socket.text(text)
-                chain.remember(rid, frame.body, [])
+                chain.remember(rid, frame.body, [], len(body))
                 runtime.metrics.socket("warmup")
                 continue
             incoming = Incoming(
@@ -139,7 +144,7 @@ async def serve(
                 scope.get("query_string", b"").decode("latin-1"),
                 headers,
                 Headers(headers),
-                orjson.dumps(frame.body),
+                body,
                 scope.get("replay.named"),
                 parsed=frame.body,
                 transport="websocket",
@@ -159,11 +164,18 @@ async def serve(
                 break
             if relayed.completed is not None:
                 rid, output = relayed.completed
-                chain.remember(rid, frame.body, output)
+                chain.remember(rid, frame.body, output, len(body))
     finally:
         reader.cancel()
         runtime.metrics.socket("closed")
         log.info("websocket %s closed after %d frames: %s", scope["path"], turns, why)
+
+
+def _read(raw: str, chain: Chain) -> tuple[Frame, bytes] | None:
+    """A frame as a request: its body, and that body as the bytes an HTTP request would carry
+    (forwarded and recorded as they are); None for a receipt."""
+    frame = read_frame(raw, chain)
+    return None if frame is None else (frame, orjson.dumps(frame.body))
 
 
 class _Socket:
@@ -173,7 +185,8 @@ class _Socket:
     def __init__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.receive = receive
         self.send = send
-        self.frames: asyncio.Queue[Message | None] = asyncio.Queue()
+        # a few frames may wait while one is answered; then the client waits (TCP backpressure)
+        self.frames: asyncio.Queue[Message | None] = asyncio.Queue(maxsize=8)
         self.gone = asyncio.Event()
         self.closed = False
 

@@ -269,3 +269,24 @@ def test_an_injected_429_is_an_error_frame_and_the_retry_gets_the_turn(
         status = session_status(url, "fault-1")
     assert status["turns_served"] == 1
     assert [f["kind"] for f in status["faults"]["injected"]] == ["429:0.01"]
+
+
+def test_a_long_conversation_continued_over_a_socket_is_served_and_shown_like_any_other(
+    proxy: ProxyFactory, script: Path
+) -> None:
+    big = "line of tool output\n" * 40_000  # 800 KB: read and written beside the event loop
+    with (
+        proxy(trajectory=[script]) as url,
+        connect(ws_url(url), additional_headers={"x-session-affinity": "ws-long-1"}) as sock,
+    ):
+        first = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
+        second = turn(sock, instructions=SYSTEM, tools=TOOLS, input=[result("call_A", big)],
+                      previous_response_id=first[-1]["response"]["id"])  # fmt: skip
+        assert output_of(second)[0]["call_id"] == "call_B"
+        third = turn(sock, instructions=SYSTEM, tools=TOOLS, input=[result("call_B", "notes.txt")],
+                     previous_response_id=second[-1]["response"]["id"])  # fmt: skip
+        assert third[-1]["type"] == "error" and third[-1]["status"] == 503  # no upstream to go to
+        page = httpx.get(url.removesuffix("/v1") + "/replay/ui").text
+        status = session_status(url, "ws-long-1")
+    assert status["turns_served"] == 2 and status["tool_results"]["returned"] == 2
+    assert "ws-long-1" in page and "2/2" in page
