@@ -30,6 +30,7 @@ from tests.helpers.harness.recipes import (
     install_name,
     run,
 )
+from tests.helpers.harness.versions import differs
 from tests.helpers.servers import (
     FakeUpstream,
     FlakyFront,
@@ -119,27 +120,44 @@ def harness_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("harness-installs")
 
 
-def installed(name: str, logs: Path) -> None:
+def installed(name: str, logs: Path, track: str = "newest") -> None:
     try:
-        install(name, logs / f"install-{name}.log")
+        install(name, logs / f"install-{name}-{track}.log", track)
     except Unavailable as exc:
         if os.environ.get("REPLAY_PROXY_REQUIRE_HARNESSES") and name != "openhands":
             pytest.fail(f"{name} cannot be installed: {exc}")
         pytest.skip(f"{name}: {exc}")
 
 
-@pytest.mark.parametrize("name", list(RECIPES))
+def tracks(names: Any) -> list[Any]:
+    """Each recipe on its newest version, and on its oldest supported one where that differs
+    (`claude-oldest`): `-k "not oldest"` leaves those out."""
+    newest = [pytest.param(name, "newest", id=name) for name in names]
+    oldest = [
+        pytest.param(name, "oldest", id=f"{name}-oldest")
+        for name in names
+        if differs(install_name(name))
+    ]
+    return newest + oldest
+
+
+@pytest.mark.parametrize(("name", "track"), tracks(RECIPES))
 def test_harness_replays_the_script_for_real_then_continues_live(
-    name: str, proxy: ProxyFactory, tmp_path: Path, write_trajectory: Any, harness_logs: Path
+    name: str,
+    track: str,
+    proxy: ProxyFactory,
+    tmp_path: Path,
+    write_trajectory: Any,
+    harness_logs: Path,
 ) -> None:
     recipe = RECIPES[name]
-    installed(install_name(name), harness_logs)
+    installed(install_name(name), harness_logs, track)
     fake = FakeUpstream(fallback=live_answer(recipe))
     path = write_trajectory(trajectory(recipe), name="recorded", folder=tmp_path / "trajectories")
     with running(fake.app) as upstream, proxy(upstream=upstream + "/v1", trajectory=[path]) as url:
         front = FlakyFront(url.removesuffix("/v1"), turn="2/3")
         with running(front.app) as front_url:
-            result = run(recipe, front_url + "/v1", tmp_path / "run", TASK)
+            result = run(recipe, front_url + "/v1", tmp_path / "run", TASK, track=track)
         sessions = httpx.get(url.removesuffix("/v1") + "/replay/sessions").json()["data"]
     why = f"\n{result.tail()}\nupstream saw {len(fake.requests)} requests"
     assert finished_its_own_way(recipe, result, tmp_path / "run"), (
