@@ -186,11 +186,14 @@ def command(
     clock: str | None = None,
     track: str = "newest",
 ) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment of one run; `extra_args` go before the task (opencode only);
+    """The argv and environment of one run; `extra_args` go before the task (opencode) or are
+    more tools to allow after `--allowedTools Bash` (Claude Code: `Agent`), for no other harness;
     `clock` shifts the harness's clock (libfaketime's FAKETIME, e.g. "+40d"); `track` is the
     harness version's (versions.py)."""
-    if extra_args and recipe.name != "opencode":
-        raise ValueError(f"extra_args are only supported for opencode, not {recipe.name}")
+    if extra_args and recipe.name not in ("opencode", "claude"):
+        raise ValueError(
+            f"extra_args are only supported for opencode and claude, not {recipe.name}"
+        )
     root = base_v1.removesuffix("/v1")
     env = _environment(folder)
     env.update(recipe.env)
@@ -289,7 +292,7 @@ def command(
         )
         # --allowedTools takes several values: the prompt must not follow it; the session
         # transcript (its own log) goes to CLAUDE_CONFIG_DIR/projects
-        return [exe, "-p", task, "--allowedTools", "Bash"], env
+        return [exe, "-p", task, "--allowedTools", "Bash", *extra_args], env
     if recipe.name == "gemini":
         home = folder / "gemini-home"
         (home / ".gemini").mkdir(parents=True, exist_ok=True)
