@@ -30,7 +30,7 @@ from tests.helpers.harness.recipes import (
     install_name,
     run,
 )
-from tests.helpers.harness.versions import TRACKS, differs
+from tests.helpers.harness.versions import differs
 from tests.helpers.servers import (
     FakeUpstream,
     FlakyFront,
@@ -348,7 +348,7 @@ def child_answer(seen: Seen) -> Any:
     return anthropic_text(CHILD_REPORT)(seen)
 
 
-@pytest.mark.parametrize("track", [t for t in TRACKS if t == "newest" or differs("claude")])
+@pytest.mark.parametrize("track", [pytest.param(p.values[1], id=p.id) for p in tracks(["claude"])])
 def test_claude_code_agent_tool_spawns_a_child_whose_calls_go_upstream(
     track: str, proxy: ProxyFactory, tmp_path: Path, write_trajectory: Any, harness_logs: Path
 ) -> None:
