@@ -112,3 +112,10 @@ def test_the_report_names_what_no_longer_replays_cleanly_per_harness() -> None:
     assert f"{pinned['claude']} -> 2.1.400" in claude and "NOT CLEAN: 1 of 3" in claude
     assert any(line.strip().startswith("no longer clean: strict preset") for line in lines)
     assert any("not run" in line for line in lines if line.startswith("openhands"))
+
+
+def test_the_run_leaves_the_oldest_track_out_and_picks_harnesses_by_their_ids() -> None:
+    assert newest.selection(None) == "not oldest"
+    assert newest.selection(["mini", "agents"]) == (
+        "([mini] or [agents- or test_text_based or test_rollout_url) and not oldest"
+    )

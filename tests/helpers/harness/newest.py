@@ -149,6 +149,17 @@ def report(pinned: dict[str, str], newest: dict[str, str], results: dict[str, Ou
     return "\n".join(lines)
 
 
+def selection(only: list[str] | None) -> str:
+    """pytest's -k for the newest run: the oldest track left out, and with `only` those harnesses'
+    tests alone: their ids ([claude], [agents-run], ...: bracketed, as "mini" is in "gemini") and
+    the modules that run one harness."""
+    if not only:
+        return "not oldest"
+    words = [f"[{n}]" if n != "agents" else "[agents-" for n in only]
+    words += [module for module, harness in MODULES.items() if harness in only]
+    return f"({' or '.join(words)}) and not oldest"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.helpers.harness.newest")
     parser.add_argument("--cache", type=Path, default=SCRATCH, help="scratch install folder")
@@ -176,13 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         OVERRIDE: " ".join(f"{name}={version}" for name, version in newest.items()),
         "REPLAY_PROXY_REQUIRE_HARNESSES": "1",  # a harness that cannot install is a failure
     }
-    selection = "not oldest"
-    if args.only:
-        # the harness ids of each test (claude, agents-run, ...) and the modules of one harness
-        words = [n if n != "agents" else "agents-" for n in args.only]
-        words += [m for m, h in MODULES.items() if h in args.only]
-        selection = f"({' or '.join(words)}) and not oldest"
-    command = [sys.executable, "-m", "pytest", "-m", "harness", "-k", selection, "-q",
+    command = [sys.executable, "-m", "pytest", "-m", "harness", "-k", selection(args.only), "-q",
                "-p", "no:cacheprovider", f"--junitxml={junit}"]  # fmt: skip
     print("$", " ".join(command), flush=True)
     subprocess.run(command, cwd=ROOT, env=env, check=False)
