@@ -304,8 +304,8 @@ VIEWS = {
 
 
 # Claude Code's `Agent` tool (`Task` before 2.x) spawns a child whose calls carry the root's
-# x-claude-code-session-id plus x-claude-code-agent-id naming the child (2.1.197 and 2.1.332 send
-# no x-claude-code-parent-agent-id for a child of the root). The call says run_in_background:
+# x-claude-code-session-id plus x-claude-code-agent-id naming the child (both builds send
+# x-claude-code-parent-agent-id only from a child's own child, none for a child of the root). The call says run_in_background:
 # false: 2.1.332 runs agents in the background by default and tells the root "Async agent
 # launched", then wakes it again when the child is done; 2.1.197 waits by default.
 AGENT_TASK = "Have a helper write the child line, then write the root line."
