@@ -30,11 +30,13 @@ from tests.helpers.harness.recipes import (
     install_name,
     run,
 )
+from tests.helpers.harness.versions import differs
 from tests.helpers.servers import (
     FakeUpstream,
     FlakyFront,
     Seen,
     anthropic_text,
+    anthropic_tool_use,
     gemini_text,
     responses_text,
     running,
@@ -119,27 +121,44 @@ def harness_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("harness-installs")
 
 
-def installed(name: str, logs: Path) -> None:
+def installed(name: str, logs: Path, track: str = "newest") -> None:
     try:
-        install(name, logs / f"install-{name}.log")
+        install(name, logs / f"install-{name}-{track}.log", track)
     except Unavailable as exc:
         if os.environ.get("REPLAY_PROXY_REQUIRE_HARNESSES") and name != "openhands":
             pytest.fail(f"{name} cannot be installed: {exc}")
         pytest.skip(f"{name}: {exc}")
 
 
-@pytest.mark.parametrize("name", list(RECIPES))
+def tracks(names: Any) -> list[Any]:
+    """Each recipe on its newest version, and on its oldest supported one where that differs
+    (`claude-oldest`): `-k "not oldest"` leaves those out."""
+    newest = [pytest.param(name, "newest", id=name) for name in names]
+    oldest = [
+        pytest.param(name, "oldest", id=f"{name}-oldest")
+        for name in names
+        if differs(install_name(name))
+    ]
+    return newest + oldest
+
+
+@pytest.mark.parametrize(("name", "track"), tracks(RECIPES))
 def test_harness_replays_the_script_for_real_then_continues_live(
-    name: str, proxy: ProxyFactory, tmp_path: Path, write_trajectory: Any, harness_logs: Path
+    name: str,
+    track: str,
+    proxy: ProxyFactory,
+    tmp_path: Path,
+    write_trajectory: Any,
+    harness_logs: Path,
 ) -> None:
     recipe = RECIPES[name]
-    installed(install_name(name), harness_logs)
+    installed(install_name(name), harness_logs, track)
     fake = FakeUpstream(fallback=live_answer(recipe))
     path = write_trajectory(trajectory(recipe), name="recorded", folder=tmp_path / "trajectories")
     with running(fake.app) as upstream, proxy(upstream=upstream + "/v1", trajectory=[path]) as url:
         front = FlakyFront(url.removesuffix("/v1"), turn="2/3")
         with running(front.app) as front_url:
-            result = run(recipe, front_url + "/v1", tmp_path / "run", TASK)
+            result = run(recipe, front_url + "/v1", tmp_path / "run", TASK, track=track)
         sessions = httpx.get(url.removesuffix("/v1") + "/replay/sessions").json()["data"]
     why = f"\n{result.tail()}\nupstream saw {len(fake.requests)} requests"
     assert finished_its_own_way(recipe, result, tmp_path / "run"), (
@@ -231,7 +250,9 @@ def responses_view(body: dict[str, Any]) -> tuple[list[str], dict[str, list[str]
     return calls, results, ok
 
 
-def anthropic_view(body: dict[str, Any]) -> tuple[list[str], dict[str, list[str]], bool]:
+def anthropic_view(
+    body: dict[str, Any], hint: str | None = LATER
+) -> tuple[list[str], dict[str, list[str]], bool]:
     messages = body["messages"]
     calls: list[str] = []
     results: dict[str, list[str]] = {}
@@ -244,12 +265,14 @@ def anthropic_view(body: dict[str, Any]) -> tuple[list[str], dict[str, list[str]
                     third = n
             elif block.get("type") == "tool_result":
                 results.setdefault(block["tool_use_id"], []).append(json.dumps(block["content"]))
+    if hint is None:
+        return calls, results, True
     before = messages[third - 1]
     texts = [
         b.get("text") for b in before["content"] if isinstance(b, dict) and b.get("type") == "text"
     ]
-    everywhere = json.dumps(messages).count(LATER)
-    return calls, results, before["role"] == "user" and texts[-1:] == [LATER] and everywhere == 1
+    everywhere = json.dumps(messages).count(hint)
+    return calls, results, before["role"] == "user" and texts[-1:] == [hint] and everywhere == 1
 
 
 def gemini_view(body: dict[str, Any]) -> tuple[list[str], dict[str, list[str]], bool]:
@@ -278,3 +301,83 @@ VIEWS = {
     "anthropic": anthropic_view,
     "gemini": gemini_view,
 }
+
+
+# Claude Code's `Agent` tool (`Task` before 2.x) spawns a child whose calls carry the root's
+# x-claude-code-session-id plus x-claude-code-agent-id naming the child (both builds send
+# x-claude-code-parent-agent-id only from a child's own child, none for a child of the root). The call says run_in_background:
+# false: 2.1.332 runs agents in the background by default and tells the root "Async agent
+# launched", then wakes it again when the child is done; 2.1.197 waits by default.
+AGENT_TASK = "Have a helper write the child line, then write the root line."
+CHILD_STEP = "echo child >> runs.log"
+ROOT_STEP = "echo root >> runs.log"
+AGENT_ID = "x-claude-code-agent-id"
+CHILD_REPORT = "CHILD REPORT: the child line is written."
+
+
+def agent_trajectory() -> list[dict[str, Any]]:
+    """Turn 1 spawns a child with Claude Code's `Agent` tool, turn 2 runs a root command."""
+    spawn = {
+        "description": "Write the child line",
+        "prompt": f"Run `{CHILD_STEP}` with Bash, then report back.",
+        "subagent_type": "general-purpose",
+        "run_in_background": False,
+    }
+    step = {"command": ROOT_STEP, "description": "write the root line"}
+    return [
+        {"role": "system", "content": "recorded system prompt"},
+        {"role": "user", "content": AGENT_TASK},
+        {"role": "assistant", "content": "Delegating.", "tool_calls": [
+            {"id": call_id(0), "type": "function", "function": {"name": "Agent", "arguments": json.dumps(spawn)}}]},
+        {"role": "tool", "tool_call_id": call_id(0), "content": "RECORDED CHILD REPORT"},
+        {"role": "assistant", "content": "Now the root line.", "tool_calls": [
+            {"id": call_id(1), "type": "function", "function": {"name": "Bash", "arguments": json.dumps(step)}}]},
+        {"role": "tool", "tool_call_id": call_id(1), "content": "RECORDED OUTPUT 2"},
+    ]  # fmt: skip
+
+
+def child_answer(seen: Seen) -> Any:
+    """The model upstream: the child runs its step with Bash, then reports; the root ends."""
+    if not seen.json.get("tools"):
+        return anthropic_text("Greeting files")(seen)
+    if AGENT_ID not in seen.headers:
+        return anthropic_text("All done.")(seen)
+    if "tool_result" not in json.dumps(seen.json["messages"]):
+        command = {"command": CHILD_STEP, "description": "child step"}
+        return anthropic_tool_use("Bash", command, "toolu_child_1")(seen)
+    return anthropic_text(CHILD_REPORT)(seen)
+
+
+@pytest.mark.parametrize("track", [pytest.param(p.values[1], id=p.id) for p in tracks(["claude"])])
+def test_claude_code_agent_tool_spawns_a_child_whose_calls_go_upstream(
+    track: str, proxy: ProxyFactory, tmp_path: Path, write_trajectory: Any, harness_logs: Path
+) -> None:
+    installed("claude", harness_logs, track)
+    fake = FakeUpstream(fallback=child_answer)
+    path = write_trajectory(agent_trajectory(), name="agent", folder=tmp_path / "trajectories")
+    recipe = RECIPES["claude"]
+    with running(fake.app) as upstream, proxy(upstream=upstream + "/v1", trajectory=[path]) as url:
+        result = run(recipe, url, tmp_path / "run", AGENT_TASK, extra_args=["Agent"], track=track)
+        sessions = httpx.get(url.removesuffix("/v1") + "/replay/sessions").json()["data"]
+    calls = fake.posts(PATHS["anthropic"])
+    child = [r for r in calls if AGENT_ID in r.headers]
+    root = [r for r in calls if AGENT_ID not in r.headers and r.json.get("tools")]
+    why = f"\n{result.tail()}\nupstream saw {[dict(r.headers) for r in calls]}\n{sessions}"
+    assert result.returncode == 0, why
+
+    # the child ran its own command before the root's scripted turn 2 ran the root's
+    assert (result.repo / "runs.log").read_text() == "child\nroot\n", why
+    # the child's calls went upstream as subagent calls: its own agent id, the root's session
+    assert len(child) == 2 and len({r.headers[AGENT_ID] for r in child}) == 1, why
+    session_ids = {r.headers["x-claude-code-session-id"] for r in calls}
+    assert len(session_ids) == 1, why
+    [main] = sessions
+    assert main["session"] in session_ids and main["script"] is not None, why
+    assert main["forwarded"]["subagent"] == 2, why
+    # the root's scripted turns were all served to the root, then it went live once
+    assert main["turns_served"] == 2 and main["divergences"] == 0 and main["complete"], why
+    assert main["phase"] == "live" and main["forwarded"]["main"] == len(root) == 1, why
+    assert "Agent" in [t["name"] for t in root[0].json["tools"]], why
+    # and the child's report came back to the root as the Agent call's result
+    _, results, _ = anthropic_view(root[0].json, hint=None)
+    assert len(results[call_id(0)]) == 1 and CHILD_REPORT in results[call_id(0)][0], why

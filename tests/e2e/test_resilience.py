@@ -41,9 +41,14 @@ FAULTS = ["2:429:0.1", "3:drop"]
 SURVIVORS = ["codex", "opencode", "mini", "openhands", "agents-run"]
 # harnesses that retry the 429 but stop when a stream breaks off mid-response, and what they say
 STOPPERS = {
-    "claude": "Connection closed mid-response",  # on stdout
+    "claude": "Connection closed mid-response",  # on stdout (2.1.197)
     "gemini": "An unexpected critical error occurred",  # on stderr
 }
+# harnesses that keep a cut answer's text and ask the model to resume it (Claude Code 2.1.332: a
+# user message "Your response above was cut off mid-stream. Resume directly from where it stops"
+# after the partial assistant message), and what they say when the proxy, which has no scripted
+# answer for half a turn, refuses that request as a divergence (404)
+RESUMERS = {"claude": "There's an issue with the selected model"}  # on stdout
 
 
 @pytest.mark.parametrize("name", SURVIVORS)
@@ -90,6 +95,11 @@ def test_the_harness_retries_the_429_but_stops_on_a_cut_stream(
     if STOPPERS[name] in said:  # it kept the events it had read, and stopped
         assert main["turns_served"] == 2, why  # turn 2 after its 429; turn 3 never came whole
         assert ran == "step1\nstep2\n", why
+    elif RESUMERS.get(name, "-") in said:  # it asked to resume the half turn it had read
+        assert main["turns_served"] == 2 and ran == "step1\nstep2\n", why
+        divergence = main["divergence"]
+        assert divergence["turn"] == 3 and divergence["kind"] == "history", why
+        assert "call_rec_3" in divergence["expected"], why  # the cut text came back without it
     else:  # the cut reached it before any event: turn 3 again, whole, then live (unreachable)
         assert main["turns_served"] == 3 and main["divergences"] == 0, why
         assert ran == "step1\nstep2\nstep3\n", why

@@ -283,22 +283,50 @@ def _responses_answer(
 
 def anthropic_text(content: str) -> Answer:
     """A final text answer in the Anthropic Messages API, as JSON or SSE events (hand-written)."""
+    return anthropic_answer(content)
 
+
+def anthropic_tool_use(name: str, arguments: dict[str, Any], call_id: str) -> Answer:
+    """One tool call in the Anthropic Messages API (`stop_reason: tool_use`)."""
+    return anthropic_answer(None, (name, arguments, call_id))
+
+
+def anthropic_answer(
+    content: str | None, call: tuple[str, dict[str, Any], str] | None = None
+) -> Answer:
     def answer(seen: Seen) -> Response:
         body = seen.json
         usage = {"input_tokens": 3, "output_tokens": 2}
+        stop = "end_turn" if call is None else "tool_use"
+        blocks: list[dict[str, Any]] = []
+        deltas: list[dict[str, Any]] = []
+        if content is not None:
+            blocks.append({"type": "text", "text": content})
+            deltas.append({"type": "text_delta", "text": content})
+        if call is not None:
+            name, arguments, call_id = call
+            blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": arguments})
+            deltas.append(
+                {"type": "input_json_delta", "partial_json": orjson.dumps(arguments).decode()}
+            )
         message = {"id": "msg_up", "type": "message", "role": "assistant", "model": body.get("model"),
-                   "content": [{"type": "text", "text": content}], "stop_reason": "end_turn", "stop_sequence": None, "usage": usage}  # fmt: skip
+                   "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}  # fmt: skip
         if not body.get("stream"):
             return Response(orjson.dumps(message), media_type="application/json")
-        events = [
-            ("message_start", {"message": {**message, "content": [], "stop_reason": None}}),
-            ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
-            ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": content}}),
-            ("content_block_stop", {"index": 0}),
+        events: list[tuple[str, dict[str, Any]]] = [
+            ("message_start", {"message": {**message, "content": [], "stop_reason": None}})
+        ]
+        for index, (block, delta) in enumerate(zip(blocks, deltas, strict=True)):
+            start = {**block, "input": {}} if block["type"] == "tool_use" else {**block, "text": ""}
+            events += [
+                ("content_block_start", {"index": index, "content_block": start}),
+                ("content_block_delta", {"index": index, "delta": delta}),
+                ("content_block_stop", {"index": index}),
+            ]
+        events += [
             (
                 "message_delta",
-                {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": usage},
+                {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage},
             ),
             ("message_stop", {}),
         ]

@@ -1,7 +1,10 @@
 """Installing the harnesses into a cache folder that outlives a test run.
 
-The cache is $REPLAY_PROXY_HARNESS_CACHE, else ~/.cache/replay-proxy/harnesses. npm installs run
-with a throw-away HOME: opencode's postinstall runs the binary, which writes config into HOME.
+The cache is $REPLAY_PROXY_HARNESS_CACHE, else ~/.cache/replay-proxy/harnesses. The versions come
+from versions.py; each version is installed in a folder of its own (`claude-2.1.332`,
+`venv-mini-2.4.6`), so the oldest and newest tracks, and the pins of another checkout sharing the
+cache, coexist instead of reinstalling over each other. npm installs run with a throw-away HOME:
+opencode's postinstall runs the binary, which writes config into HOME.
 """
 
 from __future__ import annotations
@@ -13,35 +16,36 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.harness.versions import PINS, specs, version
+
 CACHE = Path(
     os.environ.get("REPLAY_PROXY_HARNESS_CACHE", Path.home() / ".cache/replay-proxy/harnesses")
 )
-
-VERSIONS = {
-    "opencode": ["opencode-ai@1.18.33"],
-    "codex": ["@openai/codex@0.171.0"],
-    "claude": ["@anthropic-ai/claude-code@2.1.197"],
-    "gemini": ["@google/gemini-cli@0.61.0"],
-    "mini": ["mini-swe-agent==2.4.6"],
-    "agents": ["openai-agents==0.24.0"],
-    "openhands": ["openhands-sdk==1.58.2", "openhands-tools==1.58.2"],
-}
 
 
 class Unavailable(Exception):
     """The harness cannot be installed on this machine (no npm, no Python 3.12, no registry)."""
 
 
-def executable(name: str) -> Path:
-    return {
-        "opencode": CACHE / "opencode/node_modules/.bin/opencode",
-        "codex": CACHE / "codex/node_modules/.bin/codex",
-        "claude": CACHE / "claude/node_modules/.bin/claude",
-        "gemini": CACHE / "gemini/node_modules/.bin/gemini",
-        "mini": CACHE / "venv-mini/bin/mini",
-        "agents": CACHE / "venv-agents/bin/python",
-        "openhands": CACHE / "venv-openhands/bin/python",
-    }[name]
+def folder(name: str, track: str = "newest") -> Path:
+    """Where this harness's version on this track is installed."""
+    at = version(name, track)
+    return CACHE / (f"{name}-{at}" if PINS[name].registry == "npm" else f"venv-{name}-{at}")
+
+
+EXECUTABLES = {  # in the install folder
+    "opencode": "node_modules/.bin/opencode",
+    "codex": "node_modules/.bin/codex",
+    "claude": "node_modules/.bin/claude",
+    "gemini": "node_modules/.bin/gemini",
+    "mini": "bin/mini",
+    "agents": "bin/python",
+    "openhands": "bin/python",
+}
+
+
+def executable(name: str, track: str = "newest") -> Path:
+    return folder(name, track) / EXECUTABLES[name]
 
 
 def python312() -> str | None:
@@ -62,16 +66,16 @@ def python312() -> str | None:
     return None
 
 
-def install(name: str, log: Path) -> Path:
-    """Install `name` unless it is in the cache; returns its executable."""
-    exe = executable(name)
-    # written last, with the versions: an install cut short, or of other versions, is done again
-    done = CACHE / f".installed-{name}"
-    if exe.exists() and done.exists() and done.read_text() == " ".join(VERSIONS[name]):
+def install(name: str, log: Path, track: str = "newest") -> Path:
+    """Install `name` at its `track`'s version unless it is in the cache; returns its executable."""
+    exe, where, wanted = executable(name, track), folder(name, track), specs(name, track)
+    # written last, with the versions: an install cut short is done again
+    done = CACHE / f".installed-{where.name}"
+    if exe.exists() and done.exists() and done.read_text() == " ".join(wanted):
         return exe
     CACHE.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
-        if name in ("opencode", "codex", "claude", "gemini"):
+        if PINS[name].registry == "npm":
             if shutil.which("npm") is None:
                 raise Unavailable("npm is not installed")
             home = CACHE / ".install-home"
@@ -82,10 +86,10 @@ def install(name: str, log: Path) -> Path:
                 "npm",
                 "install",
                 "--prefix",
-                str(CACHE / name),
+                str(where),
                 "--no-audit",
                 "--no-fund",
-                *VERSIONS[name],
+                *wanted,
             ]
             _run(command, env, out)
         else:
@@ -94,12 +98,11 @@ def install(name: str, log: Path) -> Path:
                 raise Unavailable(
                     "OpenHands needs Python 3.12 or newer, and none was found (set PY312)"
                 )
-            venv = CACHE / f"venv-{name}"
-            _run([python, "-m", "venv", "--clear", str(venv)], dict(os.environ), out)
-            _run([str(venv / "bin/pip"), "install", "-q", *VERSIONS[name]], dict(os.environ), out)
+            _run([python, "-m", "venv", "--clear", str(where)], dict(os.environ), out)
+            _run([str(where / "bin/pip"), "install", "-q", *wanted], dict(os.environ), out)
     if not exe.exists():
         raise RuntimeError(f"installing {name} did not produce {exe}; see {log}")
-    done.write_text(" ".join(VERSIONS[name]))
+    done.write_text(" ".join(wanted))
     return exe
 
 

@@ -200,11 +200,16 @@ def command(
     task: str,
     extra_args: Sequence[str] = (),
     clock: str | None = None,
+    track: str = "newest",
 ) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment of one run; `extra_args` go before the task (opencode only);
-    `clock` shifts the harness's clock (libfaketime's FAKETIME, e.g. "+40d")."""
-    if extra_args and recipe.name != "opencode":
-        raise ValueError(f"extra_args are only supported for opencode, not {recipe.name}")
+    """The argv and environment of one run; `extra_args` go before the task (opencode) or are
+    more tools to allow after `--allowedTools Bash` (Claude Code: `Agent`), for no other harness;
+    `clock` shifts the harness's clock (libfaketime's FAKETIME, e.g. "+40d"); `track` is the
+    harness version's (versions.py)."""
+    if extra_args and recipe.name not in ("opencode", "claude"):
+        raise ValueError(
+            f"extra_args are only supported for opencode and claude, not {recipe.name}"
+        )
     root = base_v1.removesuffix("/v1")
     env = _environment(folder)
     env.update(recipe.env)
@@ -212,7 +217,7 @@ def command(
         if not FAKETIME.exists():
             raise FileNotFoundError(f"{FAKETIME} is missing: apt-get install libfaketime")
         env.update(LD_PRELOAD=str(FAKETIME), FAKETIME=clock)
-    exe = str(executable(install_name(recipe.name)))
+    exe = str(executable(install_name(recipe.name), track))
     if recipe.name == "opencode":
         config = {
             "provider": {
@@ -352,7 +357,7 @@ def command(
         )
         # --allowedTools takes several values: the prompt must not follow it; the session
         # transcript (its own log) goes to CLAUDE_CONFIG_DIR/projects
-        return [exe, "-p", task, "--allowedTools", "Bash"], env
+        return [exe, "-p", task, "--allowedTools", "Bash", *extra_args], env
     if recipe.name == "gemini":
         home = folder / "gemini-home"
         (home / ".gemini").mkdir(parents=True, exist_ok=True)
@@ -405,6 +410,7 @@ def run(
     extra_args: Sequence[str] = (),
     again: bool = False,
     clock: str | None = None,
+    track: str = "newest",
 ) -> Run:
     """Run the harness to its end, with a hard timeout; its output is kept in folder/logs.
 
@@ -418,7 +424,7 @@ def run(
             raise FileNotFoundError(f"again=True needs an earlier run in {folder}")
     else:
         make_repo(repo)
-    argv, env = command(recipe, base_v1, folder, task, extra_args, clock)
+    argv, env = command(recipe, base_v1, folder, task, extra_args, clock, track)
     logs = folder / "logs"
     n = 1
     while again and logs.exists():
