@@ -18,6 +18,7 @@ from tests.helpers.servers import FakeUpstream
 
 DROP = "drop"  # an answer that starts, then the socket closes
 ERROR = "error"  # an error frame, 429, before any event
+LAST = "last:"  # LAST + text: answered, then the socket is closed (an idle limit, a restart)
 
 
 @dataclass
@@ -25,6 +26,7 @@ class SocketUpstream:
     http: FakeUpstream = field(default_factory=FakeUpstream)
     frames: list[dict[str, Any]] = field(default_factory=list)
     upgrades: list[dict[str, str]] = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)  # each upgrade's query string
     answers: deque[str] = field(default_factory=deque)  # a text, DROP or ERROR; then a default
     answered = 0
 
@@ -40,6 +42,7 @@ class SocketUpstream:
 
     async def _socket(self, ws: WebSocket) -> None:
         self.upgrades.append({k.lower(): v for k, v in ws.headers.items()})
+        self.queries.append(ws.url.query)
         await ws.accept()
         last = None
         try:
@@ -56,12 +59,17 @@ class SocketUpstream:
                     continue
                 self.answered += 1
                 rid = f"resp_up_{self.answered}"
+                closing = answer.startswith(LAST)
+                answer = answer.removeprefix(LAST)
                 for event in _events(rid, frame.get("model"), answer):
                     await ws.send_text(json.dumps(event))
                     if answer == DROP and event["type"] == "response.output_text.delta":
                         await ws.close(1011)
                         return
                 last = rid
+                if closing:
+                    await ws.close(1000)
+                    return
         except WebSocketDisconnect:
             return
 

@@ -17,7 +17,7 @@ from websockets.sync.client import connect
 
 from tests.conftest import ProxyFactory
 from tests.helpers.servers import FakeUpstream, responses_text, running
-from tests.helpers.socket_upstream import DROP, ERROR, SocketUpstream
+from tests.helpers.socket_upstream import DROP, ERROR, LAST, SocketUpstream
 from tests.wire.http.test_websocket import (
     SCRIPT,
     START,
@@ -201,3 +201,42 @@ def test_an_upstream_error_frame_is_the_clients_error_and_a_drop_breaks_the_answ
             answer = turn(sock, instructions=SYSTEM, tools=TOOLS, input=_whole())
             assert output_of(answer)[0]["content"][0]["text"] == "After the drop."
     assert len(fake.upgrades) == 2
+
+
+def test_an_upstream_socket_closed_between_turns_is_opened_again_and_the_turn_sent_whole(
+    proxy: ProxyFactory, sockets: tuple[SocketUpstream, str], script: Path
+) -> None:
+    fake, upstream_url = sockets
+    fake.then(LAST + "Then the upstream closed.", "On a new socket.")
+    with (
+        proxy(trajectory=[script], upstream=upstream_url) as url,
+        _client(url, "re") as sock,
+    ):
+        live = _scripted(sock)
+        assert output_of(live)[0]["content"][0]["text"] == "Then the upstream closed."
+        again = turn(sock, instructions=SYSTEM, tools=TOOLS, input=[NEXT],
+                     previous_response_id=live[-1]["response"]["id"])  # fmt: skip
+        assert output_of(again)[0]["content"][0]["text"] == "On a new socket."
+    assert len(fake.upgrades) == 2
+    first, second = fake.frames
+    assert "previous_response_id" not in second  # the new socket holds nothing to continue
+    assert second["input"][: len(first["input"])] == first["input"]
+    assert second["input"][-1] == NEXT
+
+
+def test_a_per_session_upstream_gets_the_socket_at_its_own_url_with_its_own_headers(
+    proxy: ProxyFactory, sockets: tuple[SocketUpstream, str], script: Path
+) -> None:
+    fake, upstream_url = sockets
+    with (
+        proxy(
+            trajectory=[script],
+            upstream=upstream_url + "?sid={session}",
+            upstream_header=["x-tenant: t-{session}"],
+        ) as url,  # fmt: skip
+        _client(url, "ps") as sock,
+    ):
+        assert output_of(_scripted(sock))[0]["content"][0]["text"] == "live over a socket"
+    (upgrade,) = fake.upgrades
+    assert upgrade["x-tenant"] == "t-ps"
+    assert fake.queries == ["sid=ps"]
