@@ -255,6 +255,14 @@ def _parser() -> argparse.ArgumentParser:
         help="response.create frames one socket may send; then it is told to open another "
         "(default 10000)",
     )
+    sockets.add_argument(
+        "--upstream-websocket",
+        choices=["auto", "always", "never"],
+        help="how a socket's live turns go upstream: over a WebSocket of their own, sending only "
+        "the new items after the first turn (always), over HTTP SSE with the whole conversation "
+        "each turn (never), or a WebSocket until the upstream refuses the upgrade, then HTTP for "
+        "that upstream (auto, the default)",
+    )
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     serve.add_argument(
         "--log-format", choices=["text", "json"], help="one JSON object per line with json"

@@ -57,6 +57,14 @@ class LogFormat(StrEnum):
     JSON = "json"
 
 
+class UpstreamSocket(StrEnum):
+    """How a live turn that came over a client's WebSocket goes upstream."""
+
+    AUTO = "auto"  # a socket, until the upstream refuses one; then HTTP SSE for that upstream
+    ALWAYS = "always"  # a socket or nothing: a refused upgrade is the turn's error
+    NEVER = "never"  # HTTP SSE, the whole conversation each turn
+
+
 class LogLevel(StrEnum):
     DEBUG = "debug"
     INFO = "info"
@@ -154,6 +162,9 @@ class Settings(BaseSettings):
     websocket: bool = True
     websocket_idle_timeout: float = Field(default=900.0, gt=0)  # agents idle while tools run
     websocket_max_turns: int = Field(default=10_000, ge=1)  # then the client opens another
+    # a client socket's live turns: over a socket of their own to the upstream, where it takes
+    # one (new items only after the first), else over HTTP (proxy.upstream.socket)
+    upstream_websocket: UpstreamSocket = UpstreamSocket.AUTO
 
     def socket_server(self) -> dict[str, Any]:
         """uvicorn's WebSocket options: a frame is a request body, and bounded as one."""

@@ -172,6 +172,11 @@ class UpstreamBadAnswer(UpstreamError):
     code = "upstream_bad_answer"
 
 
+class UpstreamSocketRefused(UpstreamError):
+    status = 502
+    code = "upstream_websocket_refused"
+
+
 class UpstreamTimeout(UpstreamError):
     status = 504
     code = "upstream_timeout"

@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope
 from proxy.apis.request import loads_object
 from proxy.errors import BadRequest, ClientClosedRequest, PayloadTooLarge
 from proxy.http.prefix import Named
+from proxy.upstream.socket import Link
 from proxy.upstream.template import refuse_dot_segments
 
 OFF_LOOP = 256 * 1024  # a body larger than this is parsed in a thread (1-2 ms on the loop at most)
@@ -69,6 +70,7 @@ class Incoming:
     # a WebSocket frame's request (proxy.http.websocket): its body already read, and the socket
     parsed: dict[str, Any] | None = None
     transport: str = "http"
+    link: Link | None = None  # the client socket's own socket to the upstream, for live turns
 
     @property
     def session(self) -> str | None:

@@ -8,13 +8,15 @@ import time
 from collections.abc import Mapping
 
 from proxy.apis import Api
-from proxy.errors import ProxyError
+from proxy.config import UpstreamSocket
+from proxy.errors import ProxyError, UpstreamSocketRefused
 from proxy.http.incoming import Incoming
 from proxy.recording.recorder import Exchange
 from proxy.recording.tap import Tap, client_secrets
 from proxy.runtime import Runtime
 from proxy.upstream import Captured, PassThrough
 from proxy.upstream.dialect import OPENAI, Dialect
+from proxy.upstream.socket import Refused
 
 OTHER = "other"  # the api label of a request of no completion API
 
@@ -80,18 +82,47 @@ async def forward(
         if tap is not None:
             await tap.forwarded(captured)
 
+    link, mode = request.link, runtime.settings.upstream_websocket
+    keep = tap is not None
     try:
-        response = await runtime.upstream.send(
-            request.method,
-            request.raw_path,
-            request.query,
-            request.raw_headers,
-            body,
-            on_complete=done,
-            keep_body=tap is not None,
-            values=values,
-            dialect=dialect,
-        )
+        response = None
+        # a client socket's live turn: over the upstream's socket, where it takes one (the one
+        # place the leg is chosen; --upstream-websocket)
+        if link is not None and not (
+            mode is UpstreamSocket.NEVER or (mode is UpstreamSocket.AUTO and link.refused(values))
+        ):
+            try:
+                response = await link.answer(
+                    request.raw_path,
+                    request.query,
+                    request.raw_headers,
+                    body,
+                    on_complete=done,
+                    keep_body=keep,
+                    values=values,
+                    dialect=dialect,
+                )
+                if tap is not None:
+                    tap.exchange.extra["upstream_transport"] = "websocket"
+            except Refused as refused:
+                if mode is UpstreamSocket.ALWAYS:
+                    raise UpstreamSocketRefused(
+                        f"{refused}, and --upstream-websocket always sends a socket's live turns "
+                        "over a WebSocket only: use auto to fall back to HTTP SSE, or never"
+                    ) from None
+                link.fall_back(refused, values)
+        if response is None:
+            response = await runtime.upstream.send(
+                request.method,
+                request.raw_path,
+                request.query,
+                request.raw_headers,
+                body,
+                on_complete=done,
+                keep_body=keep,
+                values=values,
+                dialect=dialect,
+            )
     except ProxyError as error:  # not answered: what was recorded or dumped says why
         if tap is not None:
             await tap.error(error)

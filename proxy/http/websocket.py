@@ -6,7 +6,9 @@ joined to the socket's last response when it continues one: proxy.apis.responses
 the headers of the socket's upgrade request, and goes through the same handler as an HTTP
 request: session, lane, turn, faults, recording, the request log and the metrics see a turn like
 any other. Its answer, an SSE stream, goes back as one text frame per event, as it arrives; an
-error answer as one error frame. A live turn goes upstream over HTTP with the whole conversation.
+error answer as one error frame. A live turn goes upstream over the socket's own socket to the
+upstream (proxy.upstream.socket), or over HTTP with the whole conversation (--upstream-websocket:
+the choice is made in proxy.http.relay).
 
 Bounds: a frame is at most --max-body-bytes (uvicorn's ws_max_size); a socket idle for
 --websocket-idle-timeout is closed; after --websocket-max-turns frames the socket says
@@ -42,6 +44,7 @@ from proxy.apis.responses_socket import (
 from proxy.errors import BadRequest, ProxyError
 from proxy.http.incoming import OFF_LOOP, Headers, Incoming
 from proxy.runtime import Runtime
+from proxy.upstream.socket import Link
 
 log = logging.getLogger("proxy.websocket")
 
@@ -89,6 +92,7 @@ async def serve(
     socket = _Socket(scope, receive, send)
     reader = asyncio.create_task(socket.read())
     chain = Chain()
+    link = Link(runtime.upstream)  # its live turns' socket upstream, opened at the first one
     headers = [
         (k, v) for k, v in scope["headers"] if k not in _SOCKET_HEADERS and b"websocket" not in k
     ]
@@ -148,6 +152,7 @@ async def serve(
                 scope.get("replay.named"),
                 parsed=frame.body,
                 transport="websocket",
+                link=link,
             )
             try:
                 response = await handler(incoming, runtime)
@@ -167,6 +172,7 @@ async def serve(
                 chain.remember(rid, frame.body, output, len(body))
     finally:
         reader.cancel()
+        await link.aclose()
         runtime.metrics.socket("closed")
         log.info("websocket %s closed after %d frames: %s", scope["path"], turns, why)
 

@@ -5,6 +5,7 @@
     headers.py      what crosses in each direction (hop-by-hop headers and Expect stay here)
     passthrough.py  PassThrough: the answer sent on as it arrives; a bounded copy to record
     pool.py         aiohttp's connection pool, TLS trust and forward proxy from the environment
+    socket.py       Link: a client socket's live turns on a WebSocket to the upstream
 
 The HTTP client is aiohttp's, chosen by measurement over httpx (with its own transport and with
 httpx-aiohttp's): see the performance page of the docs.

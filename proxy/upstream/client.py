@@ -27,7 +27,7 @@ from proxy.errors import (
 )
 from proxy.upstream.dialect import OPENAI, Dialect
 from proxy.upstream.headers import request_headers, swap_query_key, via
-from proxy.upstream.passthrough import OnComplete, PassThrough
+from proxy.upstream.passthrough import Answer, OnComplete, PassThrough
 from proxy.upstream.pool import Pool, display, forward_proxy, open_session
 from proxy.upstream.template import Target, fields, parse_header, refuse_dot_segments
 
@@ -59,6 +59,8 @@ class Upstream:
         self._session: aiohttp.ClientSession | None = None
         self.proxy: str | None = None
         self.target: Target | None = None  # the parts filled in per session, when there are any
+        # base URLs (per session: where()) that refused a WebSocket: HTTP there from then on
+        self.no_socket: set[str] = set()
         lines = tuple(parse_header(spec) for spec in headers)
         if self.base_url:
             base = URL(self.base_url)  # the base path percent-encoded once, as yarl writes it
@@ -119,7 +121,7 @@ class Upstream:
         target = self._origin + prefix + rest
         return URL(f"{target}?{query}" if query else target, encoded=True)
 
-    def _client(self) -> aiohttp.ClientSession:
+    def client(self) -> aiohttp.ClientSession:
         session = self._session
         if session is None:  # made on the running loop, at the first request
             session = self._session = open_session(
@@ -128,6 +130,38 @@ class Upstream:
                 total_timeout=self.total_timeout,
             )
         return session
+
+    def outgoing(
+        self,
+        raw_path: str,
+        query: str,
+        headers: Iterable[tuple[bytes, bytes]],
+        *,
+        values: Mapping[str, str] | None = None,
+        dialect: Dialect = OPENAI,
+        identity: bool = False,
+    ) -> tuple[URL, list[tuple[str, str]]]:
+        """Where a request goes and the headers it carries there (over HTTP, or the upgrade of
+        a socket: proxy.upstream.socket): the proxy's key for the client's, the per-session
+        header lines for the client's own, and the Via mark."""
+        gemini = dialect.google_key
+        in_query = False
+        if self._api_key is not None and gemini:
+            swapped = swap_query_key(query, self._api_key)
+            in_query, query = swapped != query, swapped
+        url = self.url(raw_path, query, values, dialect)
+        forwarded = request_headers(
+            headers,
+            api_key=self._api_key,
+            identity=identity,
+            gemini="query" if in_query else "header" if gemini else None,
+            mark=self.mark,
+        )
+        if self.target is not None and self.target.headers:  # ours, never the client's
+            own = self.target.header_lines(values or {})
+            names = {name for name, _ in own}
+            forwarded = [h for h in forwarded if h[0].lower() not in names] + own
+        return url, forwarded
 
     async def send(
         self,
@@ -144,25 +178,11 @@ class Upstream:
     ) -> PassThrough:
         """`values`: the session's {session} and {trajectory}, for a per-session upstream;
         `dialect`: the API's way with paths and keys."""
-        gemini = dialect.google_key
-        in_query = False
-        if self._api_key is not None and gemini:
-            swapped = swap_query_key(query, self._api_key)
-            in_query, query = swapped != query, swapped
-        url = self.url(raw_path, query, values, dialect)
-        forwarded = request_headers(
-            headers,
-            api_key=self._api_key,
-            identity=keep_body,
-            gemini="query" if in_query else "header" if gemini else None,
-            mark=self.mark,
+        url, forwarded = self.outgoing(
+            raw_path, query, headers, values=values, dialect=dialect, identity=keep_body
         )
-        if self.target is not None and self.target.headers:  # ours, never the client's
-            own = self.target.header_lines(values or {})
-            names = {name for name, _ in own}
-            forwarded = [h for h in forwarded if h[0].lower() not in names] + own
         try:
-            answer = await self._client().request(
+            answer = await self.client().request(
                 method,
                 url,
                 headers=forwarded,
@@ -171,7 +191,7 @@ class Upstream:
                 proxy=self.proxy,
             )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise self._failed(exc) from None
+            raise self.failed(exc) from None
         if not 200 <= answer.status <= 599:  # 1xx are skipped by aiohttp; 101 comes through
             answer.close()
             raise UpstreamBadAnswer(
@@ -186,7 +206,18 @@ class Upstream:
                 whole = await answer.read()
             except (TimeoutError, aiohttp.ClientError) as exc:
                 answer.close()
-                raise self._failed(exc) from None
+                raise self.failed(exc) from None
+        return self.pass_on(answer, whole=whole, on_complete=on_complete, keep_body=keep_body)
+
+    def pass_on(
+        self,
+        answer: Answer,
+        *,
+        whole: bytes | None = None,
+        on_complete: OnComplete | None = None,
+        keep_body: bool = False,
+    ) -> PassThrough:
+        """An answer sent on to the client, the proxy's key masked in it."""
         return PassThrough(
             answer,
             whole=whole,
@@ -196,7 +227,7 @@ class Upstream:
             copy_limit=self._copy_limit,
         )
 
-    def _failed(self, exc: BaseException) -> UpstreamError:
+    def failed(self, exc: BaseException) -> UpstreamError:
         """What went wrong before an answer, in words: the exception's type says most of it."""
         name = self.name
         if isinstance(exc, aiohttp.ConnectionTimeoutError):

@@ -24,6 +24,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import aiohttp
 import orjson
@@ -66,6 +67,24 @@ class Captured:
 
 
 OnComplete = Callable[[Captured], Awaitable[None]]
+
+
+class Body(Protocol):
+    async def readany(self) -> bytes: ...
+
+
+class Answer(Protocol):
+    """What is passed on: aiohttp's ClientResponse, or an upstream socket's answer as the SSE
+    stream it stands for (proxy.upstream.socket). `close` ends it at once, mid-answer too."""
+
+    @property
+    def status(self) -> int: ...
+    @property
+    def raw_headers(self) -> tuple[tuple[bytes, bytes], ...]: ...
+    @property
+    def content(self) -> Body: ...
+    def close(self) -> None: ...
+
 
 # The final event of a stream, in each API: only at the start of a line (after \n or \r)
 _TERMINAL = (b"data: [DONE]", b"event: response.completed", b"event: message_stop")
@@ -146,7 +165,7 @@ class PassThrough(Response):
 
     def __init__(
         self,
-        answer: aiohttp.ClientResponse,
+        answer: Answer,
         *,
         whole: bytes | None = None,
         on_complete: OnComplete | None = None,
