@@ -97,8 +97,14 @@ def test_workers_share_the_token_made_at_start(tmp_path: Path) -> None:
     with started("--admin-token-file", str(path), "--workers", "2", "--store", store) as (root, _):
         token = path.read_text().strip()
         answers = [
-            httpx.get(root + "/replay/sessions", headers={"authorization": f"Bearer {token}"})
-            for _ in range(6)  # new connections: the kernel spreads them over the workers
+            # new connections: the kernel spreads them over the workers, one of which may still
+            # be importing on a loaded machine (its connection waits in the listen queue)
+            httpx.get(
+                root + "/replay/sessions",
+                headers={"authorization": f"Bearer {token}"},
+                timeout=120,
+            )
+            for _ in range(6)
         ]
     assert [a.status_code for a in answers] == [200] * 6
 
