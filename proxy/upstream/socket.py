@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -45,6 +46,15 @@ _HANDSHAKE_ONLY = frozenset({"content-type", "content-length"})
 _OFF_LOOP = 256 * 1024  # a body larger than this is parsed in a thread
 _SSE = ((b"content-type", b"text/event-stream; charset=utf-8"),)
 _JSON = ((b"content-type", b"application/json"),)
+
+
+_PASSING = frozenset({408, 429})  # refusals that say "not now" rather than "not here"
+
+
+def _server(url: str) -> str:
+    """Where a URL's server is: its scheme, host and port."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 class Refused(Exception):
@@ -130,14 +140,19 @@ class Link:
             )
 
     def refused(self, values: Mapping[str, str] | None) -> bool:
-        """This upstream (this session's, with per-session upstreams) refused a socket before."""
-        return self.upstream.where(values or {}) in self.upstream.no_socket
+        """This upstream's server refused a socket before, for good."""
+        return _server(self.upstream.where(values or {})) in self.upstream.no_socket
 
     def fall_back(self, refused: Refused, values: Mapping[str, str] | None) -> None:
-        """HTTP for this upstream from now on: remembered for every client socket, said once."""
-        where = self.upstream.where(values or {})
-        if where not in self.upstream.no_socket:
-            self.upstream.no_socket.add(where)
+        """HTTP instead: for this turn when the refusal may pass (a 5xx, a 429, a 408), else for
+        this upstream's server from now on, for every client socket, said once. Kept by server,
+        not by URL: a per-session upstream has as many URLs as sessions."""
+        if refused.status >= 500 or refused.status in _PASSING:
+            log.warning("%s: this live turn goes over HTTP SSE", refused)
+            return
+        server = _server(self.upstream.where(values or {}))
+        if server not in self.upstream.no_socket:
+            self.upstream.no_socket.add(server)
             log.warning("%s: its live turns go over HTTP SSE from now on", refused)
 
     def frame(self, data: dict[str, Any]) -> tuple[dict[str, Any], bool]:

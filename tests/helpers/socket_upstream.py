@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.responses import Response
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -29,6 +30,11 @@ class SocketUpstream:
     queries: list[str] = field(default_factory=list)  # each upgrade's query string
     answers: deque[str] = field(default_factory=deque)  # a text, DROP or ERROR; then a default
     answered = 0
+    refusals: deque[int] = field(default_factory=deque)  # upgrades refused with these, first
+
+    def refuse(self, *statuses: int) -> SocketUpstream:
+        self.refusals.extend(statuses)
+        return self
 
     def then(self, *answers: str) -> SocketUpstream:
         self.answers.extend(answers)
@@ -43,6 +49,9 @@ class SocketUpstream:
     async def _socket(self, ws: WebSocket) -> None:
         self.upgrades.append({k.lower(): v for k, v in ws.headers.items()})
         self.queries.append(ws.url.query)
+        if self.refusals:
+            await ws.send_denial_response(Response(status_code=self.refusals.popleft()))
+            return
         await ws.accept()
         last = None
         try:

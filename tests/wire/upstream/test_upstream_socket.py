@@ -152,6 +152,25 @@ def test_an_upstream_that_refuses_the_upgrade_gets_http_from_then_on_and_the_log
     assert CLIENT_KEY not in logs and PROXY_KEY not in logs
 
 
+def test_a_refusal_that_may_pass_sends_that_turn_over_http_and_the_next_socket_tries_again(
+    proxy: ProxyFactory,
+    sockets: tuple[SocketUpstream, str],
+    script: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake, upstream_url = sockets
+    fake.refuse(503)  # the upstream busy, not without sockets
+    fake.http.then(responses_text("Over HTTP this once."))
+    with caplog.at_level(logging.INFO), proxy(trajectory=[script], upstream=upstream_url) as url:
+        with _client(url, "busy1") as sock:
+            assert output_of(_scripted(sock))[0]["content"][0]["text"] == "Over HTTP this once."
+        with _client(url, "busy2") as sock:
+            assert output_of(_scripted(sock))[0]["content"][0]["text"] == "live over a socket"
+    assert len(fake.upgrades) == 2 and len(fake.http.posts("/v1/responses")) == 1
+    said = [r.getMessage() for r in caplog.records if "refused a WebSocket" in r.getMessage()]
+    assert len(said) == 1 and "HTTP 503" in said[0] and "this live turn" in said[0]
+
+
 def test_never_sends_live_turns_over_http_even_where_the_upstream_takes_a_socket(
     proxy: ProxyFactory, sockets: tuple[SocketUpstream, str], script: Path
 ) -> None:
