@@ -275,7 +275,8 @@ class _Relayed:
             await self.socket.text(event.data.encode())
 
     async def finish(self) -> None:
-        """What the answer left: an SSE stream's last event, or the whole of an error."""
+        """What the answer left: an SSE stream's last event, the whole of an error, or a whole
+        response (an upstream that answered a streamed request in one JSON body)."""
         if self.stream and self.status == 200:
             await self._lines([*self.lines.decode(self.text.decode(b"", final=True)), "", ""])
             return
@@ -284,8 +285,15 @@ class _Relayed:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
             body = {"message": raw.decode("utf-8", "replace")[:2000]}
-        await self.socket.text(error_frame(self.status, body))
         self.ended = True
+        if self.status == 200 and isinstance(body, dict) and body.get("object") == "response":
+            data = orjson.dumps(
+                {"type": "response.completed", "sequence_number": 0, "response": body}
+            )
+            self.completed = completed_output(data)
+            await self.socket.text(data)
+            return
+        await self.socket.text(error_frame(self.status, body))
 
 
 def _kind(data: str) -> str | None:

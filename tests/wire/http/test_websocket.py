@@ -16,7 +16,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from tests.conftest import ProxyFactory
-from tests.helpers.servers import FakeUpstream, responses_text, session_status
+from tests.helpers.servers import FakeUpstream, responses_text, session_status, status
 
 SYSTEM = "You are a careful coding agent."
 TASK = "Create notes.txt, then list the directory."
@@ -290,3 +290,26 @@ def test_a_long_conversation_continued_over_a_socket_is_served_and_shown_like_an
         status = session_status(url, "ws-long-1")
     assert status["turns_served"] == 2 and status["tool_results"]["returned"] == 2
     assert "ws-long-1" in page and "2/2" in page
+
+
+def test_an_upstream_that_answers_a_stream_in_one_json_body_still_completes_the_turn(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], script: Path
+) -> None:
+    fake, upstream_url = upstream
+    whole = {"id": "resp_whole", "object": "response", "status": "completed", "output": [
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Whole."}]}
+    ]}  # fmt: skip
+    fake.then(status(200, whole))
+    with (
+        proxy(trajectory=[script], upstream=upstream_url) as url,
+        connect(ws_url(url), additional_headers={"x-session-affinity": "whole"}) as sock,
+    ):
+        first = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
+        second = turn(sock, instructions=SYSTEM, tools=TOOLS, input=[result("call_A", "")],
+                      previous_response_id=first[-1]["response"]["id"])  # fmt: skip
+        (live,) = turn(sock, instructions=SYSTEM, tools=TOOLS, input=[result("call_B", "x")],
+                       previous_response_id=second[-1]["response"]["id"])  # fmt: skip
+        assert output_of([live])[0]["content"][0]["text"] == "Whole."
+        # and the socket continues from it
+        (error,) = turn(sock, input=[], previous_response_id="resp_other")
+        assert "resp_whole" in error["error"]["message"]
