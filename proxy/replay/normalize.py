@@ -7,7 +7,8 @@ docs/record-strict-diff.md):
 - JSON text inside tool-call arguments: parsed, so key order and whitespace do not count;
 - per-run session fields at the top level (prompt_cache_key, client_metadata, metadata, user) and
   transport fields (stream, stream_options);
-- Anthropic `cache_control` markers, which move to the newest message on every turn;
+- Anthropic `cache_control` markers, which move to the newest message on every turn, and the
+  per-item metadata Codex's built-in provider adds (`internal_chat_message_metadata_passthrough`);
 - whatever the user masks with --mask REGEX (dates, temporary paths, ...): each match becomes
   <masked>, except a group named `keep`, which stays: `(?P<keep>Today's date is )\S+` masks the
   date only. (A look-behind does the same, but Python searches for it at every position, which
@@ -31,7 +32,10 @@ ID_KEYS = frozenset({"id", "tool_call_id", "call_id", "tool_use_id"})
 VOLATILE_TOP_KEYS = frozenset(
     {"prompt_cache_key", "client_metadata", "metadata", "user", "stream", "stream_options"}
 )
-DROPPED_KEYS = frozenset({"cache_control"})
+# markers that move (Anthropic's cache_control), and the metadata Codex's built-in provider puts
+# on each input item for its own backend (a turn id and a creation time per run; nothing the
+# model reads)
+DROPPED_KEYS = frozenset({"cache_control", "internal_chat_message_metadata_passthrough"})
 ARGUMENT_KEYS = frozenset({"arguments"})
 MASK = "<masked>"
 KEEP = "keep"

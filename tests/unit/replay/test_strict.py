@@ -53,6 +53,23 @@ def test_ids_argument_layout_per_run_fields_and_masked_text_do_not_count() -> No
     assert strict.compare(then, now) is None
 
 
+def test_codex_item_metadata_does_not_count_but_the_text_beside_it_does() -> None:
+    strict = StrictReplay(())
+
+    def item(turn: str, created: float, text: str) -> dict[str, Any]:
+        meta = {"turn_id": turn, "create_time": created, "content_item_kinds": ["user.text"]}
+        return {"type": "message", "role": "user", "internal_chat_message_metadata_passthrough":
+                meta, "content": [{"type": "input_text", "text": text}]}  # fmt: skip
+
+    then = recorded({"model": "m", "input": [item("t-1", 1.5, "List the files.")]})
+    assert (
+        strict.compare(then, {"model": "m", "input": [item("t-2", 9.25, "List the files.")]})
+        is None
+    )
+    changed = strict.compare(then, {"model": "m", "input": [item("t-1", 1.5, "Delete them.")]})
+    assert changed is not None and changed.path == "input[0].content[0].text"
+
+
 def test_a_different_tool_result_is_named_by_its_path_with_the_text_around_it() -> None:
     strict = StrictReplay(())
     then = recorded(body("call_a", "{}", "2026-11-30"))
