@@ -313,3 +313,18 @@ def test_an_upstream_that_answers_a_stream_in_one_json_body_still_completes_the_
         # and the socket continues from it
         (error,) = turn(sock, input=[], previous_response_id="resp_other")
         assert "resp_whole" in error["error"]["message"]
+
+
+@pytest.mark.parametrize("fault", ["1:stall:0.2", "1:delay:0.2"])
+def test_a_stalled_or_delayed_turn_still_arrives_whole_over_the_socket(
+    proxy: ProxyFactory, script: Path, fault: str
+) -> None:
+    with (
+        proxy(trajectory=[script], fault=[fault]) as url,
+        connect(ws_url(url), additional_headers={"x-session-affinity": "slow"}) as sock,
+    ):
+        events = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
+        status = session_status(url, "slow")
+    assert events[0]["type"] == "response.created"
+    assert output_of(events)[0]["call_id"] == "call_A"
+    assert [f["kind"] for f in status["faults"]["injected"]] == [fault.split(":", 1)[1]]
