@@ -30,6 +30,7 @@ from bench import (
     rollouts,
     sidebyside,
     slow,
+    sockets,
     stores,
     throughput,
 )
@@ -44,6 +45,7 @@ SUITES = (
     "rollouts",
     "peers",
     "heavy",
+    "sockets",
 )
 
 
@@ -360,6 +362,9 @@ def main() -> None:
     if "heavy" in args.suites:
         results["heavy"] = heavy.suite()
         print(heavy.table(results["heavy"]))
+    if "sockets" in args.suites:
+        results["sockets"] = sockets.suite()
+        print(sockets.table(results["sockets"]))
     rows = targets(
         results.get("throughput", {}),
         results.get("footprint"),
