@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from starlette.responses import Response
@@ -148,3 +149,56 @@ def test_check_warns_that_the_namespace_is_served_over_the_responses_api_only(
     [summary] = json.loads(capsys.readouterr().out)
     [call] = summary["turns"][0]["tool_calls"]
     assert call["dispatch"] == {"responses": {"namespace": "multi_agent_v1"}}
+
+
+def test_anthropic_and_gemini_calls_keep_their_own_fields_over_their_own_api_only(
+    proxy: ProxyFactory, write_trajectory: Any
+) -> None:
+    call = {
+        "id": "toolu_01",
+        "type": "function",
+        "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+        "dispatch": {
+            "anthropic": {"caller": {"type": "direct"}},
+            "gemini": {"thoughtSignature": "c2lnbmF0dXJl"},
+        },
+    }
+    path = write_trajectory(
+        [{"role": "user", "content": TASK}, {"role": "assistant", "content": None,
+          "tool_calls": [call]}], name="fields")  # fmt: skip
+    with proxy(trajectory=[path]) as url:
+        root = url.removesuffix("/v1")
+        tool = {"name": "bash", "input_schema": {"type": "object"}}
+        anthropic = httpx.post(
+            root + "/v1/messages",
+            json={
+                "model": "m",
+                "max_tokens": 100,
+                "tools": [tool],
+                "messages": [{"role": "user", "content": TASK}],
+            },
+            headers={"x-session-affinity": "a1", "x-replay-trajectory": "fields"},
+        ).json()
+        gemini = httpx.post(
+            root + "/v1beta/models/gemini-2.5-pro:generateContent",
+            json={
+                "contents": [{"role": "user", "parts": [{"text": TASK}]}],
+                "tools": [{"functionDeclarations": [{"name": "bash"}]}],
+            },
+            headers={"x-session-affinity": "g1", "x-replay-trajectory": "fields"},
+        ).json()
+        chat = httpx.post(
+            url + "/chat/completions",
+            json={
+                "model": "m",
+                "messages": [{"role": "user", "content": TASK}],
+                "tools": [{"type": "function", "function": {"name": "bash"}}],
+            },
+            headers={"x-session-affinity": "c1", "x-replay-trajectory": "fields"},
+        ).json()
+    (use,) = [b for b in anthropic["content"] if b["type"] == "tool_use"]
+    assert use["caller"] == {"type": "direct"} and "thoughtSignature" not in use
+    (part,) = gemini["candidates"][0]["content"]["parts"]
+    assert part["thoughtSignature"] == "c2lnbmF0dXJl" and "caller" not in part
+    (served,) = chat["choices"][0]["message"]["tool_calls"]
+    assert set(served) == {"id", "type", "function"}  # chat has no place for either
