@@ -111,7 +111,7 @@ class ReplayProxy:
     def __enter__(self) -> ReplayProxy:
         from proxy.app import create_app
 
-        self._serving = serving(create_app(self.settings))
+        self._serving = serving(create_app(self.settings), **self.settings.socket_server())
         self.url = self._serving.__enter__()
         return self
 
