@@ -164,7 +164,8 @@ def _parser() -> argparse.ArgumentParser:
         "--open-binding",
         action="store_true",
         help="let any request choose or branch its session's script (x-replay-trajectory, "
-        "/s/{session}/t/{name}/, x-replay-turns) without the admin token in x-replay-token",
+        "/s/{session}/t/{name}/, x-replay-turns, /k/{K}/) without the admin token in "
+        "x-replay-token",
     )
     serve.add_argument(
         "--allowed-host",

@@ -126,13 +126,14 @@ class Guard:
 
     def binding(self, headers: Mapping[str, str], *, named: bool) -> None:
         """A request that chooses its session's script (x-replay-trajectory, or the path's
-        /t/{name}/: `named`) or branches it (x-replay-turns) decides which commands the harness
+        /t/{name}/: `named`) or branches it (x-replay-turns, the path's /k/{K}/: `named` too)
+        decides which commands the harness
         runs: with an admin token, only with that token in x-replay-token."""
         if self.binding_token is None:
             return
         asked = next((h for h in CHOOSING if headers.get(h) is not None), None)
         if asked is None and named:
-            asked = "the path's /t/{name}/"
+            asked = "the path's /t/{name}/ or /k/{K}/"
         if asked is None:
             return
         given = headers.get(TOKEN_HEADER)

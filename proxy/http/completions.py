@@ -37,7 +37,7 @@ from proxy.replay.text_based import belongs
 from proxy.replay.trajectory import Trajectory, Turn
 from proxy.replay.usage import stable_time, usage_for
 from proxy.runtime import Runtime
-from proxy.sessions.registry import BRANCH_HEADER, Binding, branch_point
+from proxy.sessions.registry import Binding
 
 log = logging.getLogger("proxy.requests")
 T = TypeVar("T")
@@ -180,7 +180,7 @@ async def _text_based(
     script (proxy.replay.text_based); None for a side call, which binds and consumes nothing."""
     masks = runtime.rules.masks
     # strict mode refuses a branch on the main lane; a side call was never asked about one
-    branch = None if runtime.strict else branch_point(request.headers.get(BRANCH_HEADER))
+    branch = None if runtime.strict else request.branch
     binding = await runtime.sessions.script_for(
         session,
         conv,
@@ -194,12 +194,8 @@ async def _text_based(
 async def _main(call: InFlight, binding: Binding | None) -> Response:
     runtime, conv = call.runtime, call.conv
     if binding is None:
-        headers = call.request.headers
         binding = await runtime.sessions.script_for(
-            call.session,
-            conv,
-            call.request.trajectory,
-            branch_point(headers.get(BRANCH_HEADER)),
+            call.session, conv, call.request.trajectory, call.request.branch
         )
     script, state = binding.trajectory, binding.state
     if script is not None:

@@ -95,7 +95,7 @@ class Front:
             headers = Headers(scope["headers"])  # ASGI servers give names in lower case
             runtime.guard.api(headers)
             named = scope.get("replay.named")
-            runtime.guard.binding(headers, named=named is not None and named.trajectory is not None)
+            runtime.guard.binding(headers, named=named is not None and named.chooses)
             if headers.raw(b"via") is not None and came_back(
                 scope["headers"], runtime.upstream.mark
             ):
@@ -137,7 +137,7 @@ class Front:
             headers = Headers(scope["headers"])
             runtime.guard.api(headers)
             named = scope.get("replay.named")
-            runtime.guard.binding(headers, named=named is not None and named.trajectory is not None)
+            runtime.guard.binding(headers, named=named is not None and named.chooses)
             if headers.raw(b"via") is not None and came_back(
                 scope["headers"], runtime.upstream.mark
             ):

@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope
 from proxy.apis.request import loads_object
 from proxy.errors import BadRequest, ClientClosedRequest, PayloadTooLarge
 from proxy.http.prefix import Named
+from proxy.sessions.registry import BRANCH_HEADER, branch_point
 from proxy.upstream.socket import Link
 from proxy.upstream.template import refuse_dot_segments
 
@@ -83,6 +84,13 @@ class Incoming:
         if self.named is not None and self.named.trajectory is not None:
             return self.named.trajectory
         return self.headers.get("x-replay-trajectory")
+
+    @property
+    def branch(self) -> int | None:
+        """The K the request branches its session at: the path's /k/{K}/, else x-replay-turns."""
+        if self.named is not None and self.named.turns is not None:
+            return self.named.turns
+        return branch_point(self.headers.get(BRANCH_HEADER))
 
     def json(self) -> dict[str, Any]:
         """The body as a JSON object; run it in a thread when the body is large (`large`)."""

@@ -1,10 +1,12 @@
-"""A session (and a trajectory) named in the base URL: /s/{session}/v1, /s/{session}/t/{name}/v1.
+"""A session (and a trajectory, and its hand-off turn) named in the base URL: /s/{session}/v1,
+/s/{session}/t/{name}/v1, /s/{session}/t/{name}/k/{K}/v1 (or /s/{session}/k/{K}/v1).
 
 A runner that starts thousands of harnesses can often set nothing but a base URL per rollout. The
-prefix keys the session exactly as `x-session-affinity` does (and names the trajectory as
-`x-replay-trajectory` does), on every API path after it, and is taken off before routing and
-forwarding. Both are checked as names (letters, digits and . _ : -), so a value can never change
-the shape of a path the proxy builds from it.
+prefix keys the session exactly as `x-session-affinity` does (names the trajectory as
+`x-replay-trajectory` does, and the turn it hands off after as `x-replay-turns` does: a crashed
+rollout resumes at its own last durable turn), on every API path after it, and is taken off
+before routing and forwarding. The names are checked as names (letters, digits and . _ : -) and K
+as a number, so a value can never change the shape of a path the proxy builds from it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ class Named:
     trajectory: str | None
     path: str  # what follows the prefix, percent-decoded
     raw_path: bytes  # the same, as it came
+    turns: int | None = None  # /k/{K}/: the session replays K turns, then goes live
+
+    @property
+    def chooses(self) -> bool:
+        """It chooses or branches the session's script: privileged, as the headers that do."""
+        return self.trajectory is not None or self.turns is not None
 
 
 def split(path: str, raw_path: bytes) -> Named:
@@ -47,7 +55,24 @@ def split(path: str, raw_path: bytes) -> Named:
             )
         trajectory = _name(more[2], "trajectory", path)
         rest = b"/" + more[3]
-    return Named(session, trajectory, unquote(rest.decode("latin-1")), rest)
+    turns = None
+    if rest.startswith(b"/k/"):
+        more = rest.split(b"/", 3)  # b"", b"k", K, rest
+        if len(more) < 4 or not more[3]:
+            raise _bad(path, "the turn must be followed by the API's path: /s/{s}/k/{K}/v1")
+        turns = _turns(more[2], path)
+        rest = b"/" + more[3]
+    return Named(session, trajectory, unquote(rest.decode("latin-1")), rest, turns)
+
+
+def _turns(raw: bytes, path: str) -> int:
+    if not raw.isdigit() or len(raw) > 9:
+        raise _bad(
+            path,
+            f"the turn in the path is {raw[:20].decode('latin-1')!r}: /k/{{K}}/ takes the number "
+            "of scripted turns to replay before going live (0 or more)",
+        )
+    return int(raw)
 
 
 def _name(raw: bytes, what: str, path: str) -> str:

@@ -123,9 +123,9 @@ class Sessions:
                     else f"branches at turn {state.replay_turns}"
                 )
                 raise BadRequest(
-                    f"{BRANCH_HEADER}: {branch}, but session {session} {bound}: the branch point "
-                    "is fixed when the session binds (send the header from its first request, or "
-                    "PUT its script again with ?turns=K)",
+                    f"{BRANCH_HEADER} (or the path's /k/{{K}}/): {branch}, but session "
+                    f"{session} {bound}: the branch point is fixed when the session binds (give "
+                    "it from its first request, or PUT its script again with ?turns=K)",
                     param=BRANCH_HEADER,
                 )
             if state.task_match is None and trajectory is not None and trajectory.task is not None:

@@ -69,6 +69,28 @@ def test_a_trajectory_named_in_the_path_binds_the_session(
     assert status["script"]["name"] == "wanted" and status["script"]["source"] == "header"
 
 
+def test_the_hand_off_turn_in_the_path_replays_k_turns_then_goes_live(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], write_trajectory: Callable[..., Path]
+) -> None:
+    """A runner resuming a crashed rollout at its last durable turn, with only a base URL."""
+    fake, upstream_url = upstream
+    fake.then(text("Live from turn 2."))
+    paths = [write_trajectory(RECORDED, name="wanted")]
+    with proxy(upstream=upstream_url, trajectory=paths) as url:
+        root = url.removesuffix("/v1")
+        c = openai_client(f"{root}/s/rollout-9/t/wanted/k/1/v1")
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
+        first, headers = agent_step(c, messages, stream=False)
+        assert headers["x-replay-turn"] == "1/1"  # K of the script's 2 turns
+        follow(messages, first)
+        live, headers = agent_step(c, messages, stream=False)
+        status = sessions(root)["rollout-9"]
+    assert live["content"] == "Live from turn 2." and headers["x-replay-source"] == "upstream"
+    assert status["replay_turns"] == 1 and status["turns_served"] == 1
+    assert status["phase"] == "live" and status["script"]["name"] == "wanted"
+    assert [r.path for r in fake.requests] == ["/v1/chat/completions"]  # the prefix taken off
+
+
 def test_the_anthropic_and_gemini_sdks_take_the_prefix_as_their_root(
     proxy: ProxyFactory, write_trajectory: Callable[..., Path]
 ) -> None:
@@ -118,6 +140,9 @@ def test_the_anthropic_and_gemini_sdks_take_the_prefix_as_their_root(
         ("/s/..%2F..%2Fetc/v1/chat/completions", 400, "not a valid session id"),
         ("/s/ok/t/no%20spaces/v1/chat/completions", 400, "not a valid trajectory name"),
         ("/s/only-a-session", 400, "must be followed by the API's path"),
+        ("/s/ok/k/two/v1/chat/completions", 400, "the turn in the path is 'two'"),
+        ("/s/ok/t/name/k/-1/v1/chat/completions", 400, "the turn in the path is '-1'"),
+        ("/s/ok/k/2", 400, "the turn must be followed by the API's path"),
         ("/s/ok/replay/sessions", 404, "not an API path"),
         ("/s/ok/healthz", 404, "not an API path"),
     ],

@@ -328,3 +328,19 @@ def test_a_stalled_or_delayed_turn_still_arrives_whole_over_the_socket(
     assert events[0]["type"] == "response.created"
     assert output_of(events)[0]["call_id"] == "call_A"
     assert [f["kind"] for f in status["faults"]["injected"]] == [fault.split(":", 1)[1]]
+
+
+def test_the_session_and_its_hand_off_turn_in_the_sockets_path(
+    proxy: ProxyFactory, script: Path
+) -> None:
+    with (
+        proxy(trajectory=[script]) as url,
+        connect(ws_url(url, "/s/ws-k/t/two-calls/k/1/v1/responses")) as sock,
+    ):
+        first = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
+        assert output_of(first)[0]["call_id"] == "call_A"
+        (live,) = turn(sock, instructions=SYSTEM, tools=TOOLS, input=[result("call_A", "")],
+                       previous_response_id=first[-1]["response"]["id"])  # fmt: skip
+        assert live["status"] == 503  # turn 2 goes live, and this proxy has no upstream
+        status = session_status(url, "ws-k")
+    assert status["replay_turns"] == 1 and status["turns_served"] == 1

@@ -1,5 +1,5 @@
 """Choosing a session's script decides which commands its harness runs, so a request may choose
-or branch one (x-replay-trajectory, /s/{session}/t/{name}/, x-replay-turns) only with the admin
+or branch one (x-replay-trajectory, /s/{session}/t/{name}/, x-replay-turns, /k/{K}/) only with the admin
 token in x-replay-token, unless the operator opens it (--open-binding, or no token at all with
 --insecure-admin); and no client can step into the session of a client that sends no session id
 (the proxy's fingerprints, fp-...). Over real sockets, in each API's own error shape, and with
@@ -37,6 +37,8 @@ def _proxy(
         ("header", "/v1/chat/completions", {"x-replay-trajectory": "evil"}),
         ("path", "/s/victim/t/evil/v1/chat/completions", {}),
         ("branch", "/v1/chat/completions", {"x-replay-turns": "0"}),
+        ("path-branch", "/s/victim/k/0/v1/chat/completions", {}),
+        ("path-both", "/s/victim/t/evil/k/1/v1/chat/completions", {}),
     ],
 )
 def test_a_request_without_the_token_cannot_choose_or_branch_a_script(
