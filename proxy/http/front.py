@@ -155,7 +155,7 @@ class Front:
             runtime=runtime,
             handler=route[0],
             api=api,
-            answer_error=partial(answer_error, runtime, path, api=api),
+            answer_error=partial(_answered, runtime, path, api),
         )
 
     def route(self, path: str, method: str) -> Route | None:
@@ -209,6 +209,12 @@ def _loop(runtime: Runtime) -> LoopDetected:
         f"mark): the upstream {runtime.upstream.name} leads back to the proxy, directly or through "
         "another proxy; point --upstream at the real model's API"
     )
+
+
+def _answered(runtime: Runtime, path: str, api: Api, exc: Exception) -> Response:
+    """A socket frame's error, as an HTTP request's would be answered."""
+    error = exc if isinstance(exc, ProxyError) else unexpected(exc, "POST", path)
+    return answer_error(runtime, path, error, api=api)
 
 
 def unexpected(exc: Exception, method: str, path: str) -> ProxyError:

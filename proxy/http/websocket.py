@@ -49,7 +49,8 @@ from proxy.upstream.socket import Link
 log = logging.getLogger("proxy.websocket")
 
 Handler = Callable[[Incoming, Runtime], Awaitable[Response]]
-Refuse = Callable[[ProxyError], Response]  # an error as the HTTP answer the front would give
+# an error as the HTTP answer the front would give (any exception: the front says what it was)
+Refuse = Callable[[Exception], Response]
 # the upgrade's own headers: about this socket, not the requests its frames make
 _SOCKET_HEADERS = frozenset(
     {b"upgrade", b"connection", b"content-length", b"content-type", b"transfer-encoding"}
@@ -156,8 +157,8 @@ async def serve(
             )
             try:
                 response = await handler(incoming, runtime)
-            except ProxyError as error:
-                response = answer_error(error)
+            except Exception as exc:  # a ProxyError, or the store failing, or a bug (logged)
+                response = answer_error(exc)
             relayed = _Relayed(socket)
             await response(_http_scope(scope), socket.until_gone, relayed.send)
             if socket.gone.is_set():

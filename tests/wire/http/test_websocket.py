@@ -6,6 +6,9 @@ bounds, and the refusals (--no-websocket's 426, a foreign page)."""
 from __future__ import annotations
 
 import json
+import shutil
+import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -344,3 +347,52 @@ def test_the_session_and_its_hand_off_turn_in_the_sockets_path(
         assert live["status"] == 503  # turn 2 goes live, and this proxy has no upstream
         status = session_status(url, "ws-k")
     assert status["replay_turns"] == 1 and status["turns_served"] == 1
+
+
+def test_a_store_that_fails_mid_socket_is_an_error_frame_and_the_socket_stays_open(
+    proxy: ProxyFactory, script: Path, tmp_path: Path
+) -> None:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server, or run .ci/run)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    redis = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert redis.stdout is not None
+        for line in redis.stdout:  # its own word that it takes connections
+            if "Ready to accept connections" in line:
+                break
+        with (
+            proxy(trajectory=[script], store=f"redis://127.0.0.1:{port}/0") as url,
+            connect(ws_url(url), additional_headers={"x-session-affinity": "st"}) as sock,
+        ):
+            first = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
+            assert output_of(first)[0]["call_id"] == "call_A"
+            redis.kill()
+            redis.wait()
+            (failed,) = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
+            assert failed["status"] == 503 and "session store" in failed["error"]["message"]
+            sock.send(json.dumps({"type": "response.processed", "response_id": "r"}))
+            (again,) = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
+            assert again["status"] == 503  # answered on the same socket: it stayed open
+    finally:
+        redis.kill()
+        redis.wait()
