@@ -80,8 +80,13 @@ async def replay(
     """Take every session from where its history stands up to turn `until`; returns the
     (x-replay-turn, tool-call id) each turn got. `histories` carries the messages across calls."""
     histories = histories if histories is not None else {}
+    # keepalive_expiry: httpx closes a connection idle for 5 s by default, and on a loaded
+    # machine its pool can close one just handed to a request (ClosedResourceError, a ReadError);
+    # under the proxy's own 120 s, so that the proxy never closes one first
     limits = httpx.Limits(
-        max_connections=len(sessions) * 2, max_keepalive_connections=len(sessions) * 2
+        max_connections=len(sessions) * 2,
+        max_keepalive_connections=len(sessions) * 2,
+        keepalive_expiry=60,
     )
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
 
