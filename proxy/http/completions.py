@@ -349,6 +349,8 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
             started=call.started,
             values=call.values if call.runtime.upstream.target is not None else None,
             dialect=call.api.upstream,
+            # the body that call.raw holds, read already (an offloaded one was read elsewhere)
+            parsed=call.body if call.offloaded is None else None,
         )
     except ProxyError as error:
         # the status says it was not answered

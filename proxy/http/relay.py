@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from proxy.apis import Api
 from proxy.config import UpstreamSocket
@@ -71,9 +72,11 @@ async def forward(
     started: float,
     values: Mapping[str, str] | None = None,
     dialect: Dialect = OPENAI,
+    parsed: dict[str, Any] | None = None,
 ) -> PassThrough:
     """The request upstream, its answer passed on as it arrives; `values`: {session} and
-    {trajectory}, for an upstream per session; `dialect`: its API's way upstream."""
+    {trajectory}, for an upstream per session; `dialect`: its API's way upstream; `parsed`: the
+    body as an object, when the caller has it (an upstream socket sends it as a frame)."""
     metrics = runtime.metrics
 
     async def done(captured: Captured) -> None:
@@ -83,7 +86,10 @@ async def forward(
             await tap.forwarded(captured)
 
     link, mode = request.link, runtime.settings.upstream_websocket
-    keep = tap is not None
+    sent = (request.raw_path, request.query, request.raw_headers, body)
+    how: dict[str, Any] = {
+        "on_complete": done, "keep_body": tap is not None, "values": values, "dialect": dialect
+    }  # fmt: skip
     try:
         response = None
         # a client socket's live turn: over the upstream's socket, where it takes one (the one
@@ -92,16 +98,7 @@ async def forward(
             mode is UpstreamSocket.NEVER or (mode is UpstreamSocket.AUTO and link.refused(values))
         ):
             try:
-                response = await link.answer(
-                    request.raw_path,
-                    request.query,
-                    request.raw_headers,
-                    body,
-                    on_complete=done,
-                    keep_body=keep,
-                    values=values,
-                    dialect=dialect,
-                )
+                response = await link.answer(*sent, parsed=parsed, **how)
                 if tap is not None:
                     tap.exchange.extra["upstream_transport"] = "websocket"
             except Refused as refused:
@@ -112,17 +109,7 @@ async def forward(
                     ) from None
                 link.fall_back(refused, values)
         if response is None:
-            response = await runtime.upstream.send(
-                request.method,
-                request.raw_path,
-                request.query,
-                request.raw_headers,
-                body,
-                on_complete=done,
-                keep_body=keep,
-                values=values,
-                dialect=dialect,
-            )
+            response = await runtime.upstream.send(request.method, *sent, **how)
     except ProxyError as error:  # not answered: what was recorded or dumped says why
         if tap is not None:
             await tap.error(error)

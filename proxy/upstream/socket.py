@@ -90,14 +90,18 @@ class Link:
         keep_body: bool = False,
         values: Mapping[str, str] | None = None,
         dialect: Dialect = OPENAI,
+        parsed: dict[str, Any] | None = None,
     ) -> PassThrough:
         """The turn's answer from the upstream's socket; Refused, or an UpstreamError (as HTTP
-        would give) when there is none."""
+        would give) when there is none. `parsed`: the body as an object, when the caller has it
+        (else it is read here)."""
         upstream = self.upstream
         url, forwarded = upstream.outgoing(raw_path, query, headers, values=values, dialect=dialect)
         url = url.with_scheme("wss" if url.scheme == "https" else "ws")
         forwarded = [h for h in forwarded if h[0].lower() not in _HANDSHAKE_ONLY]
-        data = orjson.loads(body) if len(body) <= _OFF_LOOP else await _parsed(body)
+        data = parsed
+        if data is None:
+            data = orjson.loads(body) if len(body) <= _OFF_LOOP else await _parsed(body)
         deadline = None
         if upstream.total_timeout is not None:
             deadline = time.monotonic() + upstream.total_timeout
