@@ -74,7 +74,13 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if os.environ.get("REPLAY_PROXY_REQUIRE_REDIS"):
             pytest.fail("redis-server is required (REPLAY_PROXY_REQUIRE_REDIS) but not installed")
         pytest.skip("redis-server is not installed (apt-get install redis-server, or run .ci/run)")
-    folder = tmp_path_factory.mktemp("redis")
+    with own_redis(binary, tmp_path_factory.mktemp("redis")) as (url, _):
+        yield url
+
+
+@contextmanager
+def own_redis(binary: str, folder: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A redis-server of one's own on a free loopback port: (its URL, its process)."""
     with socket.socket() as s:  # a free port for redis to take
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -102,7 +108,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     else:
         pytest.fail("redis-server did not start")
     try:
-        yield f"redis://127.0.0.1:{port}/0"
+        yield f"redis://127.0.0.1:{port}/0", process
     finally:
         process.terminate()
         process.wait(timeout=30)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from tests.conftest import ProxyFactory
+from tests.conftest import ProxyFactory, own_redis
 from tests.helpers.servers import FakeUpstream, responses_text, session_status, status
 
 SYSTEM = "You are a careful coding agent."
@@ -355,44 +353,17 @@ def test_a_store_that_fails_mid_socket_is_an_error_frame_and_the_socket_stays_op
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server, or run .ci/run)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    redis = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert redis.stdout is not None
-        for line in redis.stdout:  # its own word that it takes connections
-            if "Ready to accept connections" in line:
-                break
-        with (
-            proxy(trajectory=[script], store=f"redis://127.0.0.1:{port}/0") as url,
-            connect(ws_url(url), additional_headers={"x-session-affinity": "st"}) as sock,
-        ):
-            first = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
-            assert output_of(first)[0]["call_id"] == "call_A"
-            redis.kill()
-            redis.wait()
-            (failed,) = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
-            assert failed["status"] == 503 and "session store" in failed["error"]["message"]
-            sock.send(json.dumps({"type": "response.processed", "response_id": "r"}))
-            (again,) = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
-            assert again["status"] == 503  # answered on the same socket: it stayed open
-    finally:
+    with (
+        own_redis(binary, tmp_path) as (store, redis),
+        proxy(trajectory=[script], store=store) as url,
+        connect(ws_url(url), additional_headers={"x-session-affinity": "st"}) as sock,
+    ):
+        first = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
+        assert output_of(first)[0]["call_id"] == "call_A"
         redis.kill()
         redis.wait()
+        (failed,) = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
+        assert failed["status"] == 503 and "session store" in failed["error"]["message"]
+        sock.send(json.dumps({"type": "response.processed", "response_id": "r"}))
+        (again,) = turn(sock, instructions=SYSTEM, input=START, tools=TOOLS)
+        assert again["status"] == 503  # answered on the same socket: it stayed open
