@@ -21,11 +21,11 @@ pytestmark = pytest.mark.harness
 __all__ = ["harness_logs"]  # the fixture, shared with test_harnesses.py
 
 TASK = "Have a helper agent write child.txt, then note it in root.log."
-CHILD_COMMAND = "echo from-the-child > child.txt"
-# the root's own step waits (boundedly) for the child's file, so that the run's order is fixed
-ROOT_COMMAND = (
-    "for i in $(seq 1 300); do [ -f child.txt ] && break; sleep 0.1; done; echo root >> root.log"
-)
+# the root and its child meet at a FIFO the root made before spawning it: the child's write waits
+# for the root's read and the other way round, so the run's order is fixed without a clock
+MAKE_FIFO = "mkfifo done.fifo"
+CHILD_COMMAND = "echo from-the-child > child.txt && echo done > done.fifo"
+ROOT_COMMAND = "timeout 120 sh -c 'read line < done.fifo' && echo root >> root.log"
 
 
 def call(call_id: str, name: str, arguments: dict[str, Any], **dispatch: str) -> dict[str, Any]:
@@ -42,6 +42,10 @@ def call(call_id: str, name: str, arguments: dict[str, Any], **dispatch: str) ->
 SCRIPT = [
     {"role": "system", "content": "recorded system prompt"},
     {"role": "user", "content": TASK},
+    {"role": "assistant", "content": "A place to meet.", "tool_calls": [
+        call("call_fifo", "exec_command", {"cmd": MAKE_FIFO})
+    ]},
+    {"role": "tool", "tool_call_id": "call_fifo", "content": "RECORDED FIFO"},
     {"role": "assistant", "content": "Spawning a helper.", "tool_calls": [
         call("call_spawn", "spawn_agent", {"message": "Write child.txt."}, namespace="multi_agent_v1")
     ]},
@@ -78,7 +82,7 @@ def test_a_scripted_spawn_agent_starts_a_child_whose_calls_go_upstream(
     assert (result.repo / "root.log").read_text() == "root\n", why
 
     [main] = [s for s in sessions if s["script"] is not None]
-    assert main["turns_served"] == 2 and main["divergences"] == 0, main
+    assert main["turns_served"] == 3 and main["divergences"] == 0, main
     assert main["forwarded"]["subagent"] >= 2, main  # the child's command, then its answer
     children = [c for c in main["subagents"] if c["kind"] == "collab_spawn"]
     assert children and children[0]["parent"] and children[0]["child"], main["subagents"]

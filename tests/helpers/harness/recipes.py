@@ -295,55 +295,29 @@ def command(
     if recipe.name.startswith("agents"):
         env.update(LLM_BASE=root, TASK=task, OPENAI_AGENTS_DISABLE_TRACING="1")
         return [exe, str(HERE / "agents_task.py")], env
-    if recipe.name == "codex":
+    if recipe.name in ("codex", "codex-ws"):
         home = folder / "codex-home"
         home.mkdir(exist_ok=True)
-        (home / "config.toml").write_text(
-            "\n".join(
-                [
-                    'model = "agent-model"',
-                    'model_provider = "replay"',
-                    'approval_policy = "never"',
-                    'sandbox_mode = "danger-full-access"',
-                    "check_for_update_on_startup = false",
-                    "[analytics]",
-                    "enabled = false",
-                    "[features]",
-                    "plugins = false",  # else a plugin sync reaches github.com and chatgpt.com
-                    "[model_providers.replay]",
-                    'name = "Replay"',
-                    f'base_url = "{base_v1}"',
-                    'env_key = "REPLAY_API_KEY"',
-                    'wire_api = "responses"',
-                    "request_max_retries = 2",
-                    "stream_max_retries = 2",
-                    "",
-                ]
-            )
-        )
-        env.update(CODEX_HOME=str(home), REPLAY_API_KEY="sk-harness")
-        return [exe, "exec", "--skip-git-repo-check", "--color", "never", task], env
-    if recipe.name == "codex-ws":
-        # the documented one-line recipe: its built-in provider, moved by openai_base_url
-        home = folder / "codex-home"
-        home.mkdir(exist_ok=True)
-        (home / "config.toml").write_text(
-            "\n".join(
-                [
-                    'model = "gpt-5.2"',
-                    f'openai_base_url = "{base_v1}"',
-                    'approval_policy = "never"',
-                    'sandbox_mode = "danger-full-access"',
-                    "check_for_update_on_startup = false",
-                    "[analytics]",
-                    "enabled = false",
-                    "[features]",
-                    "plugins = false",
-                    "",
-                ]
-            )
-        )
-        env.update(CODEX_HOME=str(home), OPENAI_API_KEY="sk-harness")
+        quiet = [
+            'approval_policy = "never"',
+            'sandbox_mode = "danger-full-access"',
+            "check_for_update_on_startup = false",
+            "[analytics]",
+            "enabled = false",
+            "[features]",
+            "plugins = false",  # else a plugin sync reaches github.com and chatgpt.com
+        ]
+        if recipe.name == "codex-ws":  # the documented one-line recipe: its built-in provider
+            config = ['model = "gpt-5.2"', f'openai_base_url = "{base_v1}"', *quiet]
+            env.update(OPENAI_API_KEY="sk-harness")
+        else:  # a provider of its own, over HTTP
+            config = ['model = "agent-model"', 'model_provider = "replay"', *quiet,
+                      "[model_providers.replay]", 'name = "Replay"', f'base_url = "{base_v1}"',
+                      'env_key = "REPLAY_API_KEY"', 'wire_api = "responses"',
+                      "request_max_retries = 2", "stream_max_retries = 2"]  # fmt: skip
+            env.update(REPLAY_API_KEY="sk-harness")
+        (home / "config.toml").write_text("\n".join([*config, ""]))
+        env.update(CODEX_HOME=str(home))
         return [exe, "exec", "--skip-git-repo-check", "--color", "never", task], env
     if recipe.name == "claude":
         env.update(
