@@ -154,7 +154,6 @@ class Front:
             send,
             runtime=runtime,
             handler=route[0],
-            api=api,
             answer_error=partial(_answered, runtime, path, api),
         )
 

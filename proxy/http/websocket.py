@@ -31,7 +31,6 @@ from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # pinned <0.5: no pu
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from proxy.apis import Api
 from proxy.apis.responses_socket import (
     TERMINAL,
     Chain,
@@ -83,14 +82,13 @@ async def serve(
     *,
     runtime: Runtime,
     handler: Handler,
-    api: Api,
     answer_error: Refuse,
 ) -> None:
     """The socket from its upgrade to its close."""
     settings = runtime.settings
     await send({"type": "websocket.accept"})
     runtime.metrics.socket("opened")
-    socket = _Socket(scope, receive, send)
+    socket = _Socket(receive, send)
     reader = asyncio.create_task(socket.read())
     chain = Chain()
     link = Link(runtime.upstream)  # its live turns' socket upstream, opened at the first one
@@ -113,17 +111,15 @@ async def serve(
             if message is None:
                 break
             raw = message.get("text")
-            if raw is None:
-                await socket.text(error_frame(400, _binary().body()))
-                continue
             try:
+                if raw is None:
+                    raise _binary()
                 # a frame, or the conversation it continues, large enough to be felt by every
                 # other client is read and written in a thread, as an HTTP body is
                 large = len(raw) + chain.size > OFF_LOOP
                 read = await asyncio.to_thread(_read, raw, chain) if large else _read(raw, chain)
             except ProxyError as error:
-                response = answer_error(error)
-                await socket.text(error_frame(error.status, orjson.loads(response.body)))
+                await _relay(answer_error(error), scope, socket)
                 continue
             if read is None:  # a receipt
                 continue
@@ -159,11 +155,9 @@ async def serve(
                 response = await handler(incoming, runtime)
             except Exception as exc:  # a ProxyError, or the store failing, or a bug (logged)
                 response = answer_error(exc)
-            relayed = _Relayed(socket)
-            await response(_http_scope(scope), socket.until_gone, relayed.send)
+            relayed = await _relay(response, scope, socket)
             if socket.gone.is_set():
                 break
-            await relayed.finish()
             if relayed.broke_off:
                 why = "the answer broke off before response.completed"
                 await socket.close(1011, "the answer broke off")
@@ -178,6 +172,15 @@ async def serve(
         log.info("websocket %s closed after %d frames: %s", scope["path"], turns, why)
 
 
+async def _relay(response: Response, scope: Scope, socket: _Socket) -> _Relayed:
+    """An HTTP answer to a frame (a turn, a forwarded answer, an error), sent on as frames."""
+    relayed = _Relayed(socket)
+    await response(_http_scope(scope), socket.until_gone, relayed.send)
+    if not socket.gone.is_set():
+        await relayed.finish()
+    return relayed
+
+
 def _read(raw: str, chain: Chain) -> tuple[Frame, bytes] | None:
     """A frame as a request: its body, and that body as the bytes an HTTP request would carry
     (forwarded and recorded as they are); None for a receipt."""
@@ -189,7 +192,7 @@ class _Socket:
     """The ASGI socket: frames read as they come (a frame sent during an answer waits in
     `frames`), and whether the client has gone."""
 
-    def __init__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __init__(self, receive: Receive, send: Send) -> None:
         self.receive = receive
         self.send = send
         # a few frames may wait while one is answered; then the client waits (TCP backpressure)
