@@ -243,6 +243,10 @@ def test_a_frame_over_the_body_limit_closes_the_socket(proxy: ProxyFactory, scri
         ({"websocket": False}, {}, "/v1/responses", 426),  # Codex: "use HTTP", at once
         ({}, {"origin": "https://evil.example"}, "/v1/responses", 403),  # a web page's socket
         ({}, {}, "/v1/chat/completions", 404),  # no other API takes a socket
+        # choosing or branching a script by the socket's path or headers needs the admin token
+        ({"admin_token": "socket-token-7Qm2Zp9Hx4"}, {}, "/s/v/t/two-calls/v1/responses", 401),
+        ({"admin_token": "socket-token-7Qm2Zp9Hx4"}, {}, "/s/v/k/1/v1/responses", 401),
+        ({"admin_token": "socket-token-7Qm2Zp9Hx4"}, {"x-replay-turns": "1"}, "/v1/responses", 401),
         ({}, {}, "/replay/sessions", 404),
     ],
 )
