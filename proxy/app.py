@@ -84,6 +84,7 @@ def create_app(
             replay_turns=settings.replay_turns,
             strict=settings.mode is Mode.STRICT,
             faults=settings.faults(),
+            require_restored=settings.require_restored,
         ),
         upstream=upstream,
         rules=rules,

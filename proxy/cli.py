@@ -122,6 +122,18 @@ def _parser() -> argparse.ArgumentParser:
         "recorded one (default warn)",
     )
     serve.add_argument(
+        "--require-restored",
+        action="store_true",
+        help="refuse a session's first live call unless every replayed tool result came back "
+        "as recorded (its restore verdict is 'restored'); the session stays as it is",
+    )
+    serve.add_argument(
+        "--fence",
+        action="store_true",
+        help="nothing of a session goes upstream before its hand-off: side calls and subagent "
+        "calls are answered from the recording, or refused with an error naming the call",
+    )
+    serve.add_argument(
         "--after-script",
         choices=[a.value for a in AfterScript],
         help="when the script is used up: go live (default) or stop with a final text turn",

@@ -118,6 +118,11 @@ class Settings(BaseSettings):
     on_divergence: DivergencePolicy = DivergencePolicy.ERROR
     on_observation_divergence: ObservationPolicy = ObservationPolicy.WARN
     after_script: AfterScript = AfterScript.LIVE
+    # a session whose restore verdict is not "restored" is refused its hand-off (proxy.replay.restore)
+    require_restored: bool = False
+    # nothing of a session goes upstream before its hand-off: side calls and subagents are
+    # answered from the recording, or refused (docs/checkpoints.md)
+    fence: bool = False
     mode: Mode = Mode.RESUME
     replay_turns: int | None = Field(default=None, ge=0)  # every session branches at turn K
     mask: Annotated[tuple[str, ...], NoDecode] = ()
@@ -243,16 +248,19 @@ class Settings(BaseSettings):
         """What the decision is told: the policies, the masks, and in strict mode the strict
         comparison (made once per process that decides: the app, and each offload worker)."""
         masks = compile_masks(self.masks())
-        strict = None
-        if self.mode is Mode.STRICT:
-            strict = StrictReplay(
+        strict = recorded = None
+        if self.mode is Mode.STRICT or self.fence:
+            recorded = StrictReplay(
                 masks, presets=self.presets, cache_bytes=self.trajectory_cache_bytes
             )
+        if self.mode is Mode.STRICT:
+            strict = recorded
         return Rules(
             on_divergence=self.on_divergence,
             on_observation=self.on_observation_divergence,
             after_script=self.after_script,
             strict=strict,
+            recorded=recorded,
             masks=masks,
             fail_on=self.fail_on,
         )

@@ -116,6 +116,22 @@ class ReplayDiverged(ProxyError):
     code = "replay_diverged"
 
 
+class NotRestored(ProxyError):
+    """--require-restored: the session's replay did not restore the recorded environment."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "session_not_restored"
+
+
+class Fenced(ProxyError):
+    """--fence: a call before the session's hand-off that the recording does not hold."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "fenced_before_handoff"
+
+
 class TrajectoryUnusable(NotFound):
     code = "trajectory_unusable"
 

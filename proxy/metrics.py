@@ -58,6 +58,11 @@ SOCKETS = (
     "warmup (generate: false, no turn), closed; each response.create frame is also counted as "
     "a request",
 )
+RESTORES = (
+    "replay_proxy_restores",
+    "Sessions whose replay ended (hand-off, stop or divergence), by restore verdict: restored, "
+    "restart-only, unverified",
+)
 UPSTREAM_SECONDS = ("replay_proxy_upstream_seconds", "Upstream time to the last byte")
 UPSTREAM_TTFB = ("replay_proxy_upstream_ttfb_seconds", "Upstream time to the first byte")
 REQUEST_LABELS = ["api", "lane", "source", "status"]
@@ -98,6 +103,7 @@ class Metrics:
         self.expired = 0
         self.offloads: dict[str, int] = {}
         self.socket_events: dict[str, int] = {}
+        self.restores: dict[str, int] = {}
         self.timings: dict[str, tuple[Timing, Timing]] = {}  # api -> (to last byte, to first)
         self.files = Files() if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else None
 
@@ -127,6 +133,11 @@ class Metrics:
         self.socket_events[event] = self.socket_events.get(event, 0) + 1
         if self.files is not None:
             self.files.sockets.labels(event).inc()
+
+    def restore(self, verdict: str) -> None:
+        self.restores[verdict] = self.restores.get(verdict, 0) + 1
+        if self.files is not None:
+            self.files.restores.labels(verdict).inc()
 
     def sessions_expired(self, count: int) -> None:
         self.expired += count
@@ -184,6 +195,10 @@ class Metrics:
         for event, count in self.socket_events.items():
             sockets.add_metric([event], count)
         yield sockets
+        restores = CounterMetricFamily(*RESTORES, labels=["verdict"])
+        for verdict, count in self.restores.items():
+            restores.add_metric([verdict], count)
+        yield restores
         for index, (name, documentation) in enumerate((UPSTREAM_SECONDS, UPSTREAM_TTFB)):
             histogram = HistogramMetricFamily(name, documentation, labels=["api"])
             for api, timings in self.timings.items():
@@ -202,6 +217,7 @@ class Files:
         self.expired = Counter(*EXPIRED, registry=None)
         self.offloaded = Counter(*OFFLOADED, ["step"], registry=None)
         self.sockets = Counter(*SOCKETS, ["event"], registry=None)
+        self.restores = Counter(*RESTORES, ["verdict"], registry=None)
         self.upstream_seconds = Histogram(
             *UPSTREAM_SECONDS, ["api"], buckets=LATENCY, registry=None
         )

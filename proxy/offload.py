@@ -108,10 +108,11 @@ class Offload:
         branch: int | None,
         preset: Preset | None,
         history: bool,
+        observed: int | None = None,
     ) -> Decided:
         job = _DecideJob(
             request, script.digest, live_after_divergence, branch, preset.name if preset else None,
-            history,
+            history, observed,
         )  # fmt: skip
         decided: Decided = await self._with_scripts(_decide, job, [script])
         decision = decided.decision
@@ -178,6 +179,7 @@ class _DecideJob:
     branch: int | None
     preset: str | None
     history: bool
+    observed: int | None = None  # the turns whose results were compared already
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +277,7 @@ def _decide(job: _DecideJob, sent: Sequence[Trajectory]) -> Decided | _Missing:
         body=body if _RULES.strict is not None else None,
         branch=job.branch,
         preset=preset,
+        observed=job.observed,
     )
     raw, spliced, history = None, 0, body.get(api.history)
     if isinstance(decision, Forward) and _RULES.strict is None:  # as completions prepares it
@@ -293,8 +296,8 @@ def _side(job: _SideJob, sent: Sequence[Trajectory]) -> list[list[int]] | list[M
     if isinstance(held, _Missing):
         return held
     _, body, _ = _read(job.request)
-    assert _RULES is not None and _RULES.strict is not None
-    strict = _RULES.strict
+    assert _RULES is not None and _RULES.recorded is not None
+    strict = _RULES.recorded
     lane, method, path, name = job.where
     preset = _preset(name)
     if job.closest:

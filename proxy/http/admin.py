@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -14,9 +15,10 @@ from proxy.errors import BadRequest, Forbidden, LoadError, NotFound, Unauthorize
 from proxy.http.body import read_body
 from proxy.names import is_valid_name
 from proxy.replay.faults import FaultError, parse_plan
+from proxy.replay.restore import PENDING
 from proxy.runtime import Runtime
 from proxy.sessions.registry import branch_point
-from proxy.sessions.status import faults
+from proxy.sessions.status import faults, phase, restore_of
 from proxy.store.state import SessionState
 
 
@@ -109,6 +111,42 @@ async def get_session(request: Request, session: str) -> dict[str, Any]:
     if state is None:
         raise NotFound(f"no session {session!r}")
     return await runtime.sessions.status(state)
+
+
+WAIT_MOST = 600.0  # seconds a restore read may be held
+_POLL_FIRST, _POLL_MOST = 0.02, 0.5  # the store is read again this often, backing off: workers
+# share it, so a verdict settled in another worker process is seen too
+
+
+@router.get("/sessions/{session}/restore")
+async def get_restore(
+    request: Request, session: str, wait: float = Query(0.0, ge=0.0, le=WAIT_MOST)
+) -> dict[str, Any]:
+    """The session's restore verdict (proxy.replay.restore). With ?wait=S the answer is held
+    until the verdict is settled (its replay ended) or S seconds have passed, so a runner can
+    start the harness and block on this; a session not seen yet is waited for too."""
+    runtime = _runtime(request)
+    session = _session_id(session)
+    deadline = time.monotonic() + wait
+    pause = _POLL_FIRST
+    while True:
+        state = await runtime.store.get(session)
+        verdict = restore_of(state) if state is not None else None
+        settled = state is not None and state.restore is not None
+        left = deadline - time.monotonic()
+        if settled or left <= 0 or await request.is_disconnected():
+            break
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, _POLL_MOST)
+    if verdict is None:
+        known = "no script yet" if state is not None else "not seen yet"
+        verdict = {"verdict": PENDING, "why": f"session {session} is {known}"}
+    return {
+        "session": session,
+        "phase": phase(state) if state is not None else None,
+        "settled": settled,
+        **verdict,
+    }
 
 
 @router.put("/sessions/{session}")

@@ -20,17 +20,34 @@ from starlette.responses import Response
 
 from proxy.apis import Api
 from proxy.apis.chat import chat_message
-from proxy.errors import InjectedFault, NotFound, ProxyError, ReplayDiverged, error_response
+from proxy.errors import (
+    Fenced,
+    InjectedFault,
+    NotFound,
+    NotRestored,
+    ProxyError,
+    ReplayDiverged,
+    error_response,
+)
 from proxy.http import relay
 from proxy.http.answers import JSON, SSE, own_headers, rendered
 from proxy.http.faulted import fault_error, faulted
 from proxy.http.incoming import Incoming
 from proxy.http.recorded import answer_recorded
-from proxy.lineage import lineage_of
+from proxy.lineage import Lineage, lineage_of
 from proxy.offload import Decided, Request
 from proxy.recording.tap import Tap, dump_record
+from proxy.replay import restore
 from proxy.replay.conversation import Conversation, Lane, session_id
-from proxy.replay.engine import Diverged, Divergence, Forward, Scripted, Stop, decide
+from proxy.replay.engine import (
+    Diverged,
+    Divergence,
+    Forward,
+    ForwardReason,
+    Scripted,
+    Stop,
+    decide,
+)
 from proxy.replay.faults import Fault, Kind
 from proxy.replay.presets import Preset, recognise
 from proxy.replay.text_based import belongs
@@ -72,10 +89,18 @@ class InFlight:
     replies: int = 0
     history: bytes | None = None  # the history as JSON, for a dump
 
+    # a live call after the replay: {"handoff_turn", "restore"} (proxy.replay.restore)
+    handoff: dict[str, str] | None = None
+
     @property
     def values(self) -> dict[str, str]:
-        """{session} and {trajectory} for an upstream per session."""
-        return {"session": self.session, "trajectory": self.trajectory or ""}
+        """{session}, {trajectory}, {handoff_turn} and {restore}, for the upstream's URL and
+        headers (empty when not known)."""
+        return {
+            "session": self.session,
+            "trajectory": self.trajectory or "",
+            **(self.handoff or {}),
+        }
 
     def upstream(self) -> str | None:
         """Where this session's live calls go, when that depends on the session; a query that
@@ -155,17 +180,42 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
     )
 
     if lane is not Lane.MAIN:
-        if runtime.strict:
-            response = await answer_recorded(
-                request, runtime, session, lane, body, call.headers, tap, preset, offloaded
-            )
+        fenced = None if runtime.strict else await _fenced(call, lineage)
+        if runtime.strict or fenced is not None:
+            try:
+                response = await answer_recorded(
+                    request, runtime, session, lane, body, call.headers, tap, preset, offloaded,
+                    fenced,
+                )  # fmt: skip
+            except Fenced as error:  # the session's status says what was kept from the upstream
+                await runtime.sessions.record_error(session, lane, error.message)
+                raise
             call.done("recorded", "-", response.status_code)
             return response
-        state, _ = await runtime.sessions.record(
-            session, lane, None, upstream=call.upstream(), lineage=lineage
-        )
+        state = (
+            await runtime.sessions.record(
+                session, lane, None, upstream=call.upstream(), lineage=lineage
+            )
+        ).state
         return await _forward(call, state.prefix_messages, "-")
     return await _main(call, binding)
+
+
+async def _fenced(call: InFlight, lineage: Lineage | None) -> str | None:
+    """--fence: this side or subagent call, said for an error, when its session has not been
+    handed off yet (no main-lane call of it has gone live); None when it may go upstream."""
+    if not call.runtime.settings.fence:
+        return None
+    state = await call.runtime.store.get(call.session)
+    if state is not None and state.prefix_messages is not None:
+        return None
+    model = call.body.get("model") if isinstance(call.body, dict) else None
+    said = f"the {call.lane} call {call.request.method} {call.request.path}"
+    if isinstance(model, str):
+        said += f" (model {model[:80]!r})"
+    if lineage is not None:
+        said += f" of {lineage.describe()}"
+    return said
 
 
 def _read(request: Incoming, api: Api) -> tuple[dict[str, Any], Conversation]:
@@ -201,6 +251,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
     if script is not None:
         call.trajectory = script.name
     branch = state.replay_turns if state is not None else None
+    observed = state.results_checked if state is not None else None
     if call.offloaded is not None and script is not None and runtime.offload is not None:
         runtime.metrics.offloaded("decide")
         decided = await runtime.offload.decide(
@@ -210,6 +261,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             branch=branch,
             preset=call.preset,
             history=call.history is not None,
+            observed=observed,
         )
         decision = decided.decision
     else:
@@ -225,10 +277,11 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
                 body=call.body if runtime.strict else None,
                 branch=branch,
                 preset=call.preset,
+                observed=observed,
             ),
         )
     refused = runtime.strict and isinstance(decision, Forward)  # strict mode never goes live
-    state, fault = await runtime.sessions.record(
+    state, fault, settled = await runtime.sessions.record(
         call.session,
         call.lane,
         decision,
@@ -236,12 +289,15 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         preset=call.preset.name if call.preset else None,
         upstream=call.upstream() if isinstance(decision, Forward) and not refused else None,
         refused=refused,
+        script=script,
     )
-    observed = decision.observations.divergence
-    if observed is not None:
-        _count(runtime, observed)
+    if settled:
+        _settled(call, state.restore)
+    unlike = decision.observations.divergence
+    if unlike is not None:
+        _count(runtime, unlike)
         if not isinstance(decision, Diverged):
-            log.warning("session=%s %s", call.session, observed.describe())
+            log.warning("session=%s %s", call.session, unlike.describe())
     if isinstance(decision, Scripted) and decision.volatile is not None:
         _count(runtime, decision.volatile)
         log.warning(
@@ -283,11 +339,37 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             f"strict replay: session {call.session} has no recording to replay (--mode strict never "
             "forwards upstream); bind one with x-replay-trajectory, by its task, or the admin API"
         )
+    if state.restore is not None and decision.reason is not ForwardReason.NO_SCRIPT:
+        _hand_off(call, state.restore, runtime.sessions.holds_back(state, decision))
     if decided is not None:
         _prepared_elsewhere(call, decided)
     else:
         await _off_loop_if(call.request.large, partial(_prepare_live, call, decision, script))
     return await _forward(call, state.prefix_messages, str(decision.reason))
+
+
+def _settled(call: InFlight, verdict: dict[str, Any] | None) -> None:
+    """The session's replay has ended: its restore verdict, said once in the log and counted."""
+    assert verdict is not None
+    call.runtime.metrics.restore(verdict["verdict"])
+    log.info("session=%s %s", call.session, restore.describe(verdict))
+
+
+def _hand_off(call: InFlight, verdict: dict[str, Any], held_back: bool) -> None:
+    """A live call after the replay: the client and the upstream are told where the run was cut
+    and whether it was restored (x-replay-handoff-turn, x-replay-restore; {handoff_turn} and
+    {restore} in --upstream-header), or, with --require-restored, the hand-off is refused."""
+    if held_back:
+        raise NotRestored(
+            f"session {call.session} is not handed off to the live model: --require-restored, "
+            f"and {restore.describe(verdict)}",
+            session=call.session,
+            **{"restore": verdict["verdict"], "first_mismatch": verdict.get("first_mismatch")},
+        )
+    turn, said = str(verdict["handoff_turn"]), str(verdict["verdict"])
+    call.handoff = {"handoff_turn": turn, "restore": said}
+    call.headers.append((b"x-replay-handoff-turn", turn.encode()))
+    call.headers.append((b"x-replay-restore", said.encode()))
 
 
 async def _off_loop_if(large: bool, work: Callable[[], T]) -> T:
@@ -347,7 +429,7 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
             tap,
             api=call.api.name,
             started=call.started,
-            values=call.values if call.runtime.upstream.target is not None else None,
+            values=call.values,
             dialect=call.api.upstream,
             # the body that call.raw holds, read already (an offloaded one was read elsewhere)
             parsed=call.body if call.offloaded is None else None,

@@ -1,4 +1,5 @@
-"""Strict mode outside the main lane: answer from the recording's exchange of the same lane."""
+"""Outside the main lane, in strict mode or before a fenced session's hand-off (--fence): answer
+from the recording's exchange of the same lane, or refuse; nothing goes upstream."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from proxy.errors import ReplayDiverged
+from proxy.errors import Fenced, ProxyError, ReplayDiverged
 from proxy.http.answers import own_headers, rendered
 from proxy.http.incoming import Incoming
 from proxy.offload import Request
@@ -32,10 +33,12 @@ async def answer_recorded(
     tap: Tap | None,
     preset: Preset | None = None,
     offloaded: Request | None = None,
+    fenced: str | None = None,
 ) -> Response:
     """The first unused recorded exchange of this lane with an equal request, or an error that
     names the closest recorded request. Nothing is answered from a request that differs.
-    `offloaded`: the body is too large to read here; a worker process compares it."""
+    `offloaded`: the body is too large to read here; a worker process compares it. `fenced`: the
+    call, said for the error, when --fence (not strict mode) keeps it from the upstream."""
     where = {
         "lane": lane,
         "method": request.method,
@@ -66,7 +69,16 @@ async def answer_recorded(
             )
     nearest: list[Miss] = await _compared(runtime, offloaded, sources, where, True)
     misses = zip(sources, nearest, strict=True)
-    error = _miss(session, lane, next(((s, m) for s, m in misses if m.closest is not None), None))
+    best = next(((s, m) for s, m in misses if m.closest is not None), None)
+    if fenced is None:
+        said = f"strict replay: session {session}, lane {lane}"
+        error = _miss(ReplayDiverged, said, lane, best, session=session)
+    else:
+        said = (
+            f"session {session} is fenced until its hand-off (--fence), so {fenced} is not sent "
+            "upstream before the session's first live call, and the recording does not hold it"
+        )
+        error = _miss(Fenced, said, lane, best, session=session, call=fenced)
     if tap is not None:
         await tap.error(error)
     raise error
@@ -82,7 +94,7 @@ async def _compared(
     """Per recording, its exchanges equal to the request (or its nearest one, `closest`): where
     the work cannot hold up other clients, for it grows with the request and the recordings (an
     8 MB request against 8 recordings held the event loop 16 s)."""
-    strict = runtime.rules.strict
+    strict = runtime.rules.recorded
     assert strict is not None
     if offloaded is not None and runtime.offload is not None:
         runtime.metrics.offloaded("match")
@@ -107,36 +119,37 @@ async def _recordings(runtime: Runtime, session: str) -> list[Trajectory]:
     return [own, *others] if own is not None else others
 
 
-def _miss(session: str, lane: str, best: tuple[Trajectory, Miss] | None) -> ReplayDiverged:
-    where = f"strict replay: session {session}, lane {lane}"
+def _miss(
+    kind: type[ProxyError],
+    where: str,
+    lane: str,
+    best: tuple[Trajectory, Miss] | None,
+    **extra: Any,
+) -> ProxyError:
+    extra["lane"] = lane
     if best is None or best[1].closest is None:
-        return ReplayDiverged(
-            f"{where}: the recordings hold no {lane} request to this endpoint",
-            session=session,
-            lane=lane,
-            kind="miss",
+        return kind(
+            f"{where}: the recordings hold no {lane} request to this endpoint", kind="miss", **extra
         )
     script, miss = best
-    closest = script.side[best[1].closest]
+    closest = script.side[miss.closest]  # type: ignore[index]
     d = miss.difference
     if d is None:
-        return ReplayDiverged(
+        return kind(
             f"{where}: no unused recorded {lane} request matches this one: the equal one, line "
             f"{closest.index + 1} of {script.source}, has been answered already; the run makes "
             "this request more often than the recorded one did",
-            session=session,
-            lane=lane,
             kind="used",
             closest_line=closest.index + 1,
+            **extra,
         )
-    return ReplayDiverged(
+    return kind(
         f"{where}: no unused recorded {lane} request matches this one "
         f"({miss.candidates} recorded in {script.source}); the closest is line {closest.index + 1}, "
         f"which differs at {d.path or '$'}\n  recorded: {d.expected}\n  now:      {d.actual}",
         param=d.path or None,
-        session=session,
-        lane=lane,
         kind="miss",
         closest_line=closest.index + 1,
+        **extra,
         **d.as_dict(),
     )

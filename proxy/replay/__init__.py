@@ -7,6 +7,7 @@ text_based.py    scripts of harnesses that call tools through text: which tool-l
 faults.py        faults injected at a scripted turn: specs, and which one a request gets
 splice.py        the trajectory's later user messages, put into live requests where they stood
 strict.py        strict replay: a request compared with the recorded one, a miss explained
+restore.py       the restore verdict: whether a resumed session's tool results came back as recorded
 normalize.py     what may differ between two runs (ids, argument JSON, masks) made equal
 presets.py       per harness, what changes between two of its runs, and how it is recognised
 volatile.py      a divergence's verdict: only values that change between runs differ, or changed

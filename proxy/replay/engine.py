@@ -80,6 +80,9 @@ class Rules:
     on_observation: ObservationPolicy = ObservationPolicy.WARN
     after_script: AfterScript = AfterScript.LIVE
     strict: StrictReplay | None = None  # set in --mode strict
+    # requests outside the main lane compared with a recording's exchanges of their lane: strict
+    # mode's comparison, or --fence's before a session's hand-off (proxy.http.recorded)
+    recorded: StrictReplay | None = None
     masks: tuple[re.Pattern[str], ...] = ()
     fail_on: FailOn = FailOn.ANY
 
@@ -118,6 +121,7 @@ class Observations:
 
     returned: tuple[str, ...] = ()  # scripted call ids whose results the request holds
     divergence: Divergence | None = None  # a result that differs from the recorded output
+    checked: int = 0  # the held turns whose results are now compared (proxy.replay.restore)
 
 
 # Decisions are frozen, so these are shared: a frozen dataclass costs three times a plain one to
@@ -169,10 +173,12 @@ def decide(
     body: Any = None,
     branch: int | None = None,
     preset: Preset | None = None,
+    observed: int | None = None,
 ) -> Decision:
     """The decision for a main-lane request (tool-bearing, or the tool-less request of a
     text-based script's own conversation; never a subagent's). `branch`: the session replays only
-    the first that many turns, then goes live."""
+    the first that many turns, then goes live. `observed`: the turns whose tool results earlier
+    requests of the session compared already (None: only the newest turn's are compared)."""
     if script is None:
         return NO_SCRIPT
     if live_after_divergence:
@@ -200,12 +206,12 @@ def decide(
         if text_based:
             seen = observe_text(conv, turns, held, replies, observed_masks, preset)
         else:
-            seen = observe(conv, script, held, observed_masks, preset)
+            seen = observe(conv, script, held, observed_masks, preset, observed)
     judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
     tolerant = rules.fail_on is FailOn.CHANGED
-    observed = seen.divergence
-    if divergence is None and observed is not None and judged:
-        divergence = None if tolerant and observed.volatile else observed
+    unlike = seen.divergence
+    if divergence is None and unlike is not None and judged:
+        divergence = None if tolerant and unlike.volatile else unlike
     volatile = None
     if divergence is None and rules.strict is not None:
         divergence = _strict_step(script, held, rules.strict, body, preset)
@@ -294,10 +300,14 @@ def observe(
     held: int,
     masks: tuple[re.Pattern[str], ...],
     preset: Preset | None = None,
+    observed: int | None = None,
 ) -> Observations:
-    """Which scripted calls have results in the request, and whether the newest ones match the
-    recorded outputs (older ones were checked when they were newest). A value the harness states
-    in an output (OpenHands' working directory) is masked in each output by that output's own."""
+    """Which scripted calls have results in the request, and whether those of the turns after
+    the first `observed` match the recorded outputs (earlier ones were compared by earlier
+    requests; None: the newest turn's only). A request that holds several turns no request showed
+    before (a harness resumed with its history) has all of them compared, once. A value the
+    harness states in an output (OpenHands' working directory) is masked in each output by that
+    output's own."""
     if held == 0 or not conv.results:
         return NOTHING_SEEN
     results = {r.call_id: r for r in conv.results}
@@ -310,25 +320,27 @@ def observe(
     returned = tuple(
         c.id for t in script.turns[:held] for c in t.tool_calls if wire_id(c.id) in results
     )
-    newest = script.turns[held - 1]
-    for call in newest.tool_calls:
-        result = results.get(wire_id(call.id))
-        recorded = script.tool_outputs.get(call.id)
-        if result is None or recorded is None:
-            continue
-        if preset is not None and preset.values:
-            want = _output(recorded, (*preset.patterns(recorded), *masks))
-            got = _output(result.output, (*preset.patterns(result.output), *masks))
-        else:
-            want, got = _output(recorded, masks), _output(result.output, masks)
-        difference = first_difference(want, got, path_of(result.output_path))
-        if difference is not None:
-            reason = f"the result of {call.name} call {call.id} differs from the recorded output"
-            verdict = judge(want, got, path=path_of(result.output_path), preset=preset)
-            return Observations(
-                returned, Divergence(newest.number, reason, difference, "observation", verdict)
-            )
-    return Observations(returned)
+    start = held - 1 if observed is None or not 0 <= observed < held else observed
+    for turn in script.turns[start:held]:
+        for call in turn.tool_calls:
+            result = results.get(wire_id(call.id))
+            recorded = script.tool_outputs.get(call.id)
+            if result is None or recorded is None:
+                continue
+            if preset is not None and preset.values:
+                want = _output(recorded, (*preset.patterns(recorded), *masks))
+                got = _output(result.output, (*preset.patterns(result.output), *masks))
+            else:
+                want, got = _output(recorded, masks), _output(result.output, masks)
+            difference = first_difference(want, got, path_of(result.output_path))
+            if difference is not None:
+                reason = (
+                    f"the result of {call.name} call {call.id} differs from the recorded output"
+                )
+                verdict = judge(want, got, path=path_of(result.output_path), preset=preset)
+                divergence = Divergence(turn.number, reason, difference, "observation", verdict)
+                return Observations(returned, divergence, held)
+    return Observations(returned, None, held)
 
 
 def observe_text(

@@ -125,6 +125,12 @@ PRESETS: tuple[Preset, ...] = (
                 "its billing header",
                 r"(?P<keep>x-anthropic-billing-header: )[a-z_]+=[\w.-]*;(?: [a-z_]+=[\w.-]*;)*",
             ),
+            # an Agent tool's result names the child it ran, with what the child cost: new on
+            # every run, while what the child did (its tool uses) is the run's own
+            Rule.of("a subagent's id in its Agent result", r"(?P<keep>agentId: )[0-9a-f]{8,}"),
+            Rule.of("a subagent's id in SendMessage advice", r"(?P<keep>to: ')[0-9a-f]{8,}(?=')"),
+            Rule.of("a subagent's token count", r"(?P<keep>subagent_tokens: )\d+"),
+            Rule.of("a subagent's run time", r"(?P<keep>duration_ms: )\d+"),
         ),
     ),
     Preset(

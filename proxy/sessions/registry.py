@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from proxy.errors import BadRequest, NotFound, ProxyError, TrajectoryUnusable
 from proxy.lineage import SUBAGENTS_KEPT, Lineage
 from proxy.names import is_valid_name
+from proxy.replay import restore
 from proxy.replay.conversation import Conversation, Lane
 from proxy.replay.engine import (
     Decision,
@@ -51,6 +52,15 @@ class Binding(NamedTuple):  # not a frozen dataclass: one is made per request, a
         return self.state is not None and self.state.live_reason == "diverged"
 
 
+class Outcome(NamedTuple):
+    """What recording a request did: the session's state after it, the fault it gets (if any),
+    and whether it settled the session's restore verdict (it is logged and counted once)."""
+
+    state: SessionState
+    fault: Fault | None
+    settled: bool = False
+
+
 BRANCH_HEADER = "x-replay-turns"
 
 
@@ -76,6 +86,7 @@ class Sessions:
         replay_turns: int | None = None,
         strict: bool = False,
         faults: tuple[Fault, ...] = (),
+        require_restored: bool = False,
     ) -> None:
         self.store = store
         self.library = library
@@ -83,6 +94,16 @@ class Sessions:
         self.replay_turns = replay_turns  # --replay-turns: the branch point of every session
         self.strict = strict
         self.faults = faults  # --fault: the plan of every session without its own
+        self.require_restored = require_restored  # --require-restored
+
+    def holds_back(self, state: SessionState, decision: Forward) -> bool:
+        """--require-restored: this live call is a hand-off the session's verdict does not allow
+        (a session that was never scripted has nothing to restore)."""
+        return (
+            self.require_restored
+            and decision.reason is not ForwardReason.NO_SCRIPT
+            and not restore.allows_handoff(state.restore)
+        )
 
     def fault_plan(self, state: SessionState) -> tuple[Fault, ...]:
         """The session's own plan (admin API), else the --fault plan."""
@@ -238,15 +259,18 @@ class Sessions:
         upstream: str | None = None,
         refused: bool = False,
         lineage: Lineage | None = None,
-    ) -> tuple[SessionState, Fault | None]:
+        script: Trajectory | None = None,
+    ) -> Outcome:
         """Count what a request got, and fire the fault planned for its turn, if one is left.
         `decision` is None for requests outside the main lane; `messages` is the request's
         message count (the replay/live boundary for dumps); `preset` the harness recognised;
         `upstream` where it is forwarded, when that depends on the session. `refused`: strict
         mode turned away a request it would otherwise have forwarded (an error, never counted
-        as forwarded). `lineage`: a subagent's request, whose child and parent the status lists."""
+        as forwarded). `lineage`: a subagent's request, whose child and parent the status lists.
+        `script`: the main lane's script, whose restore verdict is settled when the replay ends."""
         now = time.time()
         fired: list[Fault] = []
+        settled: list[bool] = []
         event = _event(session, lane, decision, now)
         if lineage is not None:
             event["detail"] = lineage.describe()[:300]
@@ -255,12 +279,24 @@ class Sessions:
         plain = event["source"], event["detail"]
 
         def change(s: SessionState) -> None:
+            settled.clear()
             if fired:  # a store may run the change again (a Redis transaction retried)
                 fired.clear()
                 event["source"], event["detail"] = plain
             if refused:
                 s.errors += 1
                 return
+            if decision is not None:
+                _observed(s, decision, now)
+                if script is not None and s.restore is None and _settle(s, decision, script, now):
+                    settled.append(True)
+                    verdict = f"restore: {s.restore['verdict']}"  # type: ignore[index]
+                    event["detail"] = f"{event['detail']}; {verdict}".lstrip("; ")
+                if isinstance(decision, Forward) and self.holds_back(s, decision):
+                    s.errors += 1  # refused its hand-off: not live, nothing forwarded
+                    event["source"] = "refused"
+                    event["detail"] = f"{event['detail']}; --require-restored: not handed off"
+                    return
             if decision is None or isinstance(decision, Forward):
                 s.forwarded[str(lane)] = s.forwarded.get(str(lane), 0) + 1
             if lineage is not None:
@@ -271,14 +307,6 @@ class Sessions:
                 s.upstream = upstream
             if decision is None:
                 return
-            returned = decision.observations.returned
-            if returned and len(returned) > len(s.results_returned):
-                s.results_returned = list(returned)  # the history only grows
-            observed = decision.observations.divergence
-            if observed is not None:
-                s.observation_diffs += 1
-                if s.observation is None:
-                    s.observation = {**observed.as_dict(), "at": now}
             if isinstance(decision, Scripted):
                 fault = None
                 if s.faults is not None or self.faults:  # most sessions have no plan
@@ -314,7 +342,7 @@ class Sessions:
                     _note_divergence(s, decision.divergence, now)
 
         state = await self.store.update(session, change, now=now, event=event)
-        return state, fired[0] if fired else None
+        return Outcome(state, fired[0] if fired else None, bool(settled))
 
     async def use_recorded(self, session: str, candidates: list[str]) -> str | None:
         """Strict mode: take the first candidate exchange not yet used to answer this session."""
@@ -359,6 +387,46 @@ class Sessions:
             "detail": detail[:200],
         }
         await self.store.update(session, change, now=now, event=event)
+
+
+def _observed(s: SessionState, decision: Decision, now: float) -> None:
+    """What the request's tool results showed: which came back, how far they were compared, and
+    the first that differs."""
+    returned = decision.observations.returned
+    if returned and len(returned) > len(s.results_returned):
+        s.results_returned = list(returned)  # the history only grows
+    s.results_checked = max(s.results_checked, decision.observations.checked)
+    observed = decision.observations.divergence
+    if observed is not None:
+        s.observation_diffs += 1
+        if s.observation is None:
+            s.observation = {**observed.as_dict(), "at": now}
+
+
+def _settle(s: SessionState, decision: Decision, script: Trajectory, now: float) -> bool:
+    """The restore verdict, once the replay ends: at the hand-off (the first live call), at an
+    --after-script stop, or at a divergence (the history left the script: it cannot be a
+    restore, whatever comes after)."""
+    divergence = s.divergence
+    if isinstance(decision, Forward):
+        if decision.reason is ForwardReason.NO_SCRIPT:
+            return False
+        handoff = decision.held
+        if divergence is None and decision.divergence is not None:
+            divergence = decision.divergence.as_dict()
+    elif isinstance(decision, Stop):
+        handoff = decision.total
+    elif isinstance(decision, Diverged):
+        handoff = decision.divergence.turn - 1
+        if divergence is None and decision.divergence.kind != "observation":
+            divergence = decision.divergence.as_dict()
+    else:
+        return False
+    verdict = restore.judge(
+        script, handoff, s.results_returned, observation=s.observation, divergence=divergence
+    )
+    s.restore = {**verdict.as_dict(), "at": now}
+    return True
 
 
 def _fire(s: SessionState, plan: tuple[Fault, ...], turn: int, now: float) -> Fault | None:

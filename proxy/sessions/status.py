@@ -8,6 +8,7 @@ from typing import Any
 
 from proxy.replay.conversation import CONVERSATION_LANES
 from proxy.replay.faults import Fault
+from proxy.replay.restore import PENDING
 from proxy.replay.trajectory import Trajectory
 from proxy.store.state import SessionState
 
@@ -107,6 +108,7 @@ def report(
             "differing": state.observation_diffs,
             "first": _with_time(state.observation),
         },
+        "restore": restore_of(state),
         "stops": state.stops,
         "faults": faults(state, plan),
         "live_since": iso(state.live_since),
@@ -124,6 +126,16 @@ def report(
         "created": iso(state.created),
         "last_seen": iso(state.last_seen),
     }
+
+
+def restore_of(state: SessionState) -> dict[str, Any] | None:
+    """The session's restore verdict (proxy.replay.restore); pending until its replay ends, None
+    for a session with no script."""
+    if state.script_digest is None:
+        return None
+    if state.restore is None:
+        return {"verdict": PENDING, "results_checked_turns": state.results_checked}
+    return {**state.restore, "at": iso(state.restore.get("at"))}
 
 
 def ended_with(state: SessionState, trajectory: Trajectory) -> set[str]:

@@ -42,6 +42,9 @@ class SessionState:
     results_returned: list[str] = field(default_factory=list)
     observation: dict[str, Any] | None = None  # the first tool result unlike the recorded one
     observation_diffs: int = 0
+    results_checked: int = 0  # the scripted turns whose tool results have been compared
+    # the restore verdict (proxy.replay.restore), settled when the replay ends; None: pending
+    restore: dict[str, Any] | None = None
     stops: int = 0  # final answers given by --after-script stop
     prefix_messages: int | None = None  # message count of the first live main-lane request
     recorded_used: list[str] = field(default_factory=list)  # strict: <digest>:<index> answered
@@ -86,6 +89,8 @@ class SessionState:
         new.results_returned = list(self.results_returned)
         new.observation = self.observation
         new.observation_diffs = self.observation_diffs
+        new.results_checked = self.results_checked
+        new.restore = self.restore  # replaced whole, never changed in place
         new.stops = self.stops
         new.prefix_messages = self.prefix_messages
         new.recorded_used = list(self.recorded_used)
@@ -122,6 +127,8 @@ class SessionState:
         self.live_reason = None
         self.live_after_turn = None
         self.divergence = None
+        self.restore = None
+        self.results_checked = 0
 
     @property
     def turns_planned(self) -> int:

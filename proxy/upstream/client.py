@@ -29,7 +29,13 @@ from proxy.upstream.dialect import OPENAI, Dialect
 from proxy.upstream.headers import request_headers, swap_query_key, via
 from proxy.upstream.passthrough import Answer, OnComplete, PassThrough
 from proxy.upstream.pool import Pool, display, forward_proxy, open_session
-from proxy.upstream.template import Target, fields, parse_header, refuse_dot_segments
+from proxy.upstream.template import (
+    HANDOFF_HEADERS,
+    Target,
+    fields,
+    parse_header,
+    refuse_dot_segments,
+)
 
 READ_WHOLE = 1024 * 1024  # a sized answer up to this is read whole before it is passed on
 
@@ -157,6 +163,8 @@ class Upstream:
             gemini="query" if in_query else "header" if gemini else None,
             mark=self.mark,
         )
+        if values and values.get("handoff_turn"):  # a resumed session's live call: the cut
+            forwarded += [(name, values[key]) for name, key in HANDOFF_HEADERS if values.get(key)]
         if self.target is not None and self.target.headers:  # ours, never the client's
             own = self.target.header_lines(values or {})
             names = {name for name, _ in own}

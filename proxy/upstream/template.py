@@ -24,7 +24,10 @@ from urllib.parse import quote, unquote, unquote_plus, urlsplit
 from proxy.errors import BadRequest
 from proxy.names import is_valid_name
 
-FIELDS = ("session", "trajectory")
+# the session and its script's name; where a resumed session was handed off to the live model, and
+# its restore verdict (proxy.replay.restore; empty before and without a hand-off)
+FIELDS = ("session", "trajectory", "handoff_turn", "restore")
+HANDOFF_HEADERS = (("x-replay-handoff-turn", "handoff_turn"), ("x-replay-restore", "restore"))
 _FIELD = re.compile(r"\{([^{}]*)\}")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _UNSAFE_VALUE = re.compile(r"[\x00-\x1f\x7f]")
@@ -43,13 +46,13 @@ def check(text: str, where: str) -> None:
     """Only {session} and {trajectory}, and no brace left over. `where` names the text (not the
     flag, which the caller's report puts first)."""
     unknown = fields(text) - set(FIELDS)
+    named = ", ".join(f"{{{f}}}" for f in FIELDS)
     if unknown:
         raise ValueError(
-            f"{where}: {{{sorted(unknown)[0]}}} is not a field; the fields are {{session}} and "
-            "{trajectory}"
+            f"{where}: {{{sorted(unknown)[0]}}} is not a field; the fields are {named}"
         )
     if "{" in _FIELD.sub("", text) or "}" in _FIELD.sub("", text):
-        raise ValueError(f"{where}: a brace that opens no field ({{session}}, {{trajectory}})")
+        raise ValueError(f"{where}: a brace that opens no field ({named})")
 
 
 def check_url(url: str) -> None:
@@ -57,8 +60,8 @@ def check_url(url: str) -> None:
     parts = urlsplit(url)
     if fields(parts.netloc) or "{" in parts.scheme:
         raise ValueError(
-            f"{url!r}: {{session}} and {{trajectory}} may stand in its path or query only, never "
-            "in its host: a session must not choose where its calls go"
+            f"{url!r}: fields like {{session}} may stand in its path or query only, never in its "
+            "host: a session must not choose where its calls go"
         )
 
 

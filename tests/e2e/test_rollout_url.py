@@ -58,19 +58,19 @@ def test_a_harness_with_only_a_base_url_replays_then_reaches_the_gateway_as_its_
             ("--upstream", "http://gw/{rollout}/v1"),
             {},
             "--upstream: 'http://gw/{rollout}/v1': {rollout} is not a field; the fields are "
-            "{session} and {trajectory}",
+            "{session}, {trajectory}, {handoff_turn}, {restore}",
         ),
         (
             ("--upstream", "http://gw/{session/v1"),
             {},
             "--upstream: 'http://gw/{session/v1': a brace that opens no field ({session}, "
-            "{trajectory})",
+            "{trajectory}, {handoff_turn}, {restore})",
         ),
         (
             ("--upstream", "http://{session}.gw/v1"),
             {},
-            "--upstream: 'http://{session}.gw/v1': {session} and {trajectory} may stand in its "
-            "path or query only, never in its host: a session must not choose where its calls go",
+            "--upstream: 'http://{session}.gw/v1': fields like {session} may stand in its path or "
+            "query only, never in its host: a session must not choose where its calls go",
         ),
         (
             ("--upstream", "http://gw/v1", "--upstream-header", "no colon"),

@@ -155,7 +155,7 @@ async def test_a_scripted_turn_is_counted_with_its_event() -> None:
     await s.script_for("s1", request(), None)
     decision = decide(request(), a)
     assert isinstance(decision, Scripted)
-    state, fault = await s.record("s1", Lane.MAIN, decision, messages=2)
+    state, fault, _ = await s.record("s1", Lane.MAIN, decision, messages=2)
     assert fault is None
     # the greeting records no usage: the answer's usage is estimated
     assert (state.scripted_responses, state.turns_served) == (1, 1)
@@ -181,7 +181,7 @@ async def test_a_forward_after_the_script_marks_the_session_live_once() -> None:
         )
     decision = decide(request(TASK, *history), a)
     assert isinstance(decision, Forward) and decision.reason is ForwardReason.SCRIPT_DONE
-    state, _ = await s.record("s1", Lane.MAIN, decision, messages=len(history) + 2)
+    state, _, _ = await s.record("s1", Lane.MAIN, decision, messages=len(history) + 2)
     assert state.forwarded == {"main": 1}
     assert (state.live_reason, state.live_after_turn, state.prefix_messages) == (
         "script used up",
@@ -189,7 +189,7 @@ async def test_a_forward_after_the_script_marks_the_session_live_once() -> None:
         len(history) + 2,
     )
     since = state.live_since
-    later, _ = await s.record("s1", Lane.MAIN, decision, messages=99)
+    later, _, _ = await s.record("s1", Lane.MAIN, decision, messages=99)
     assert (later.live_since, later.prefix_messages, later.forwarded) == (
         since,
         len(history) + 2,
@@ -199,7 +199,7 @@ async def test_a_forward_after_the_script_marks_the_session_live_once() -> None:
 
 async def test_a_side_call_is_counted_in_its_lane_only() -> None:
     s = sessions()
-    state, _ = await s.record("s1", Lane.TOOLLESS, None, preset="opencode")
+    state, _, _ = await s.record("s1", Lane.TOOLLESS, None, preset="opencode")
     assert (state.forwarded, state.preset, state.scripted_responses) == (
         {"toolless": 1},
         "opencode",
@@ -209,7 +209,7 @@ async def test_a_side_call_is_counted_in_its_lane_only() -> None:
 
 async def test_a_refused_request_is_an_error_never_a_forward() -> None:
     s = sessions()
-    state, _ = await s.record("s1", Lane.TOOLLESS, None, refused=True)
+    state, _, _ = await s.record("s1", Lane.TOOLLESS, None, refused=True)
     assert (state.errors, state.forwarded) == (1, {})
     [event] = await s.store.events()
     assert event["source"] == "refused"
@@ -220,11 +220,11 @@ async def test_a_planned_fault_takes_the_turn_then_the_turn_is_served() -> None:
     s = sessions(a, faults=(Fault(turn=1, kind=Kind.RATE_LIMITED),))
     await s.script_for("s1", request(), None)
     decision = decide(request(), a)
-    state, fault = await s.record("s1", Lane.MAIN, decision)
+    state, fault, _ = await s.record("s1", Lane.MAIN, decision)
     assert fault == Fault(turn=1, kind=Kind.RATE_LIMITED)
     assert (state.scripted_responses, state.turns_served, state.faults_fired) == (0, 0, [1])
     assert [i["kind"] for i in state.injected] == ["429"]
-    state, fault = await s.record("s1", Lane.MAIN, decision)
+    state, fault, _ = await s.record("s1", Lane.MAIN, decision)
     assert fault is None and (state.scripted_responses, state.turns_served) == (1, 1)
     assert [e["source"] for e in await s.store.events()] == ["fault", "scripted"]
 

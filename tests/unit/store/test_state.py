@@ -43,6 +43,8 @@ def busy() -> SessionState:
         results_returned=["call_greet_1", "call_greet_2"],
         observation={"call": "call_greet_1", "at": 1_700_000_010.0},
         observation_diffs=1,
+        results_checked=3,
+        restore={"verdict": "restored", "handoff_turn": 3, "at": 2.0},
         stops=1,
         prefix_messages=7,
         recorded_used=["abc:0", "abc:3"],

@@ -1,0 +1,116 @@
+"""The restore verdict: whether a resumed session's environment is the recorded one at its hand-off.
+
+A runner that resumes a run (replays its first K turns, then hands off to the live model) needs to
+know whether the harness's workspace came back as it was: every tool result the harness sent back
+for the replayed turns must equal the recorded output (after the run's masks and the harness's
+preset, which hold its per-run values). The verdict is settled once per session, when the replay
+ends: at the first live call, at a --after-script stop, or at a divergence of the history.
+
+    restored       every replayed call's result came back equal to the recorded one
+    restart-only   a result differs, a result never came back, or the history left the script:
+                   `first` says where (step, JSON path, both excerpts)
+    unverified     nothing differs, but some replayed calls have no recorded output to compare
+                   (a log that keeps no tool output); `unchecked` names them
+
+Pure: the session's record (proxy.sessions) holds what the requests showed, and asks this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.replay.trajectory import Trajectory
+
+RESTORED = "restored"
+RESTART_ONLY = "restart-only"
+UNVERIFIED = "unverified"
+PENDING = "pending"  # not settled yet: the session has not reached its hand-off
+VERDICTS = (RESTORED, RESTART_ONLY, UNVERIFIED)
+UNCHECKED_LISTED = 50  # the verdict names this many unchecked calls, the first ones
+
+
+@dataclass(frozen=True, slots=True)
+class Restore:
+    verdict: str
+    handoff: int  # the scripted turns served before the hand-off
+    calls: int  # the tool calls of those turns
+    first: Mapping[str, Any] | None = None  # restart-only: the first mismatch
+    unchecked: tuple[str, ...] = ()  # call ids with no recorded output to compare
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "handoff_turn": self.handoff,
+            "calls": self.calls,
+            "first_mismatch": dict(self.first) if self.first is not None else None,
+            "unchecked": list(self.unchecked[:UNCHECKED_LISTED]),
+            "unchecked_count": len(self.unchecked),
+        }
+
+
+def judge(
+    script: Trajectory,
+    handoff: int,
+    returned: Collection[str],
+    *,
+    observation: Mapping[str, Any] | None,
+    divergence: Mapping[str, Any] | None,
+) -> Restore:
+    """The verdict for a session of `script` handed off after `handoff` turns. `returned`: the
+    scripted call ids whose results the harness sent; `observation`: the first tool result
+    unlike the recorded output (proxy.replay.engine.observe); `divergence`: the first difference
+    of the history, when the session left the script."""
+    turns = script.turns[:handoff]
+    calls = [(turn.number, call) for turn in turns for call in turn.tool_calls]
+    first = observation if observation is not None else divergence
+    if first is not None:
+        return Restore(RESTART_ONLY, handoff, len(calls), dict(first))
+    got = returned if isinstance(returned, set | frozenset) else set(returned)
+    for number, call in calls:
+        if call.id not in got:
+            return Restore(
+                RESTART_ONLY,
+                handoff,
+                len(calls),
+                {
+                    "turn": number,
+                    "kind": "observation",
+                    "reason": f"the harness never sent the result of {call.name} call {call.id}: "
+                    "the call was not run, so its effect on the workspace is not there",
+                    "path": "",
+                    "expected": f"a result for call {call.id}",
+                    "actual": "nothing",
+                },
+            )
+    unchecked = tuple(c.id for _, c in calls if c.id not in script.tool_outputs)
+    if unchecked:
+        return Restore(UNVERIFIED, handoff, len(calls), None, unchecked)
+    return Restore(RESTORED, handoff, len(calls))
+
+
+def allows_handoff(verdict: Mapping[str, Any] | None) -> bool:
+    """--require-restored: only a session whose verdict is `restored` goes live."""
+    return verdict is not None and verdict.get("verdict") == RESTORED
+
+
+def describe(verdict: Mapping[str, Any]) -> str:
+    """One line for the log and errors: the verdict, and where it was settled and why."""
+    said = f"restore {verdict['verdict']} at the hand-off after turn {verdict['handoff_turn']}"
+    first = verdict.get("first_mismatch")
+    if first:
+        where = first.get("path") or "$"
+        said += (
+            f": step {first.get('turn')}, {first.get('reason')} at {where} "
+            f"(recorded: {str(first.get('expected'))[:120]!r}, "
+            f"now: {str(first.get('actual'))[:120]!r})"
+        )
+    elif verdict.get("unchecked_count"):
+        said += (
+            f": {verdict['unchecked_count']} of {verdict['calls']} replayed calls have no "
+            f"recorded output to compare (first: {verdict['unchecked'][0]})"
+        )
+    else:
+        said += f": all {verdict['calls']} replayed tool results came back as recorded"
+    return said
