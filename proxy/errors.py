@@ -116,10 +116,14 @@ class ReplayDiverged(ProxyError):
     code = "replay_diverged"
 
 
+# both refusals are 403, not 409: the SDKs retry a 409 (a conflict may pass), and these stay until
+# the operator acts; a 403 is said once and the harness stops or goes on without the call
+
+
 class NotRestored(ProxyError):
     """--require-restored: the session's replay did not restore the recorded environment."""
 
-    status = 409
+    status = 403
     type = "invalid_request_error"
     code = "session_not_restored"
 
@@ -127,7 +131,7 @@ class NotRestored(ProxyError):
 class Fenced(ProxyError):
     """--fence: a call before the session's hand-off that the recording does not hold."""
 
-    status = 409
+    status = 403
     type = "invalid_request_error"
     code = "fenced_before_handoff"
 

@@ -41,6 +41,7 @@ import orjson
 from proxy.apis import APIS, Api
 from proxy.errors import LoadError
 from proxy.formats.chat import trajectory_from_messages
+from proxy.formats.children import with_children
 from proxy.formats.harness_logs import (
     Converted,
     Lines,
@@ -107,7 +108,10 @@ def load_all(path: Path, *, name: str | None = None) -> list[Trajectory]:
         data = path.read_bytes()
     except OSError as exc:
         raise LoadError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
-    return load_many(data, name=name or trajectory_name(path), source=str(path))
+    found = load_many(data, name=name or trajectory_name(path), source=str(path))
+    if len(found) == 1:  # a run's own log: its subagents' transcripts may be kept beside it
+        found = [with_children(path, found[0], lambda p, n: load_file(p, name=n))]
+    return found
 
 
 def trajectory_name(path: Path) -> str:

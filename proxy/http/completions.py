@@ -91,13 +91,16 @@ class InFlight:
 
     # a live call after the replay: {"handoff_turn", "restore"} (proxy.replay.restore)
     handoff: dict[str, str] | None = None
+    # a recorded child's lane (proxy.sessions.children): the root session, and the child's lineage
+    root: str | None = None
+    lineage: Lineage | None = None
 
     @property
     def values(self) -> dict[str, str]:
         """{session}, {trajectory}, {handoff_turn} and {restore}, for the upstream's URL and
         headers (empty when not known)."""
-        return {
-            "session": self.session,
+        return {  # a child's lane goes where its root goes: the rollout is the root's
+            "session": self.root or self.session,
             "trajectory": self.trajectory or "",
             **(self.handoff or {}),
         }
@@ -179,8 +182,14 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
         seen.history if seen is not None else None,
     )
 
+    if lane is Lane.SUBAGENT and lineage is not None:
+        child = await runtime.sessions.child_for(session, lineage, conv)
+        if child is not None:  # a child the run recorded: its own lane replays it
+            call.root, call.lineage = session, lineage
+            call.session, call.trajectory = child
+            return await _main(call, None)
     if lane is not Lane.MAIN:
-        fenced = None if runtime.strict else await _fenced(call, lineage)
+        fenced = None if runtime.strict else await _fenced(call, session, lineage)
         if runtime.strict or fenced is not None:
             try:
                 response = await answer_recorded(
@@ -201,12 +210,13 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
     return await _main(call, binding)
 
 
-async def _fenced(call: InFlight, lineage: Lineage | None) -> str | None:
-    """--fence: this side or subagent call, said for an error, when its session has not been
-    handed off yet (no main-lane call of it has gone live); None when it may go upstream."""
+async def _fenced(call: InFlight, session: str, lineage: Lineage | None) -> str | None:
+    """--fence: this side or subagent call, said for an error, when `session` (its own, or a
+    child lane's root) has not been handed off yet (no main-lane call of it has gone live); None
+    when it may go upstream."""
     if not call.runtime.settings.fence:
         return None
-    state = await call.runtime.store.get(call.session)
+    state = await call.runtime.store.get(session)
     if state is not None and state.prefix_messages is not None:
         return None
     model = call.body.get("model") if isinstance(call.body, dict) else None
@@ -244,9 +254,12 @@ async def _text_based(
 async def _main(call: InFlight, binding: Binding | None) -> Response:
     runtime, conv = call.runtime, call.conv
     if binding is None:
-        binding = await runtime.sessions.script_for(
-            call.session, conv, call.request.trajectory, call.request.branch
-        )
+        if call.root is not None:  # a child's lane: its script is the recorded child's
+            binding = await runtime.sessions.script_for(call.session, conv, call.trajectory)
+        else:
+            binding = await runtime.sessions.script_for(
+                call.session, conv, call.request.trajectory, call.request.branch
+            )
     script, state = binding.trajectory, binding.state
     if script is not None:
         call.trajectory = script.name
@@ -280,6 +293,8 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
                 observed=observed,
             ),
         )
+    if call.root is not None and isinstance(decision, Forward) and not runtime.strict:
+        await _child_fenced(call, call.root, decision)
     refused = runtime.strict and isinstance(decision, Forward)  # strict mode never goes live
     state, fault, settled = await runtime.sessions.record(
         call.session,
@@ -293,6 +308,8 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
     )
     if settled:
         _settled(call, state.restore)
+    if call.root is not None:
+        await runtime.sessions.child_observed(call.root, decision)
     unlike = decision.observations.divergence
     if unlike is not None:
         _count(runtime, unlike)
@@ -346,6 +363,24 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
     else:
         await _off_loop_if(call.request.large, partial(_prepare_live, call, decision, script))
     return await _forward(call, state.prefix_messages, str(decision.reason))
+
+
+async def _child_fenced(call: InFlight, root: str, decision: Forward) -> None:
+    """--fence: a recorded child's lane that would go live before its root's hand-off is refused
+    (the child's session says so), as any other call of the root would be."""
+    said = await _fenced(call, root, call.lineage)
+    if said is None:
+        return
+    error = Fenced(
+        f"session {root} is fenced until its hand-off (--fence): {said}, whose recorded turns "
+        f"are used up ({decision.reason}), would go upstream before the session's first live "
+        "call",
+        session=root,
+        lane=str(call.lane),
+        call=said,
+    )
+    await call.runtime.sessions.record_error(call.session, call.lane, error.message)
+    raise error
 
 
 def _settled(call: InFlight, verdict: dict[str, Any] | None) -> None:

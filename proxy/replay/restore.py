@@ -17,11 +17,11 @@ Pure: the session's record (proxy.sessions) holds what the requests showed, and 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.replay.trajectory import Trajectory
+from proxy.replay.trajectory import Child, Trajectory
 
 RESTORED = "restored"
 RESTART_ONLY = "restart-only"
@@ -38,6 +38,7 @@ class Restore:
     calls: int  # the tool calls of those turns
     first: Mapping[str, Any] | None = None  # restart-only: the first mismatch
     unchecked: tuple[str, ...] = ()  # call ids with no recorded output to compare
+    children_not_started: tuple[str, ...] = ()  # recorded children no live child replayed
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +48,7 @@ class Restore:
             "first_mismatch": dict(self.first) if self.first is not None else None,
             "unchecked": list(self.unchecked[:UNCHECKED_LISTED]),
             "unchecked_count": len(self.unchecked),
+            "children_not_started": list(self.children_not_started),
         }
 
 
@@ -57,16 +59,34 @@ def judge(
     *,
     observation: Mapping[str, Any] | None,
     divergence: Mapping[str, Any] | None,
+    not_started: Sequence[Child] = (),
 ) -> Restore:
     """The verdict for a session of `script` handed off after `handoff` turns. `returned`: the
     scripted call ids whose results the harness sent; `observation`: the first tool result
-    unlike the recorded output (proxy.replay.engine.observe); `divergence`: the first difference
-    of the history, when the session left the script."""
+    unlike the recorded output (proxy.replay.engine.observe), its children's included;
+    `divergence`: the first difference of the history, when the session left the script;
+    `not_started`: recorded children of those turns that no live child replayed (their work is
+    not in the workspace as recorded)."""
     turns = script.turns[:handoff]
     calls = [(turn.number, call) for turn in turns for call in turn.tool_calls]
+    missing = tuple(c.agent for c in not_started)
     first = observation if observation is not None else divergence
     if first is not None:
-        return Restore(RESTART_ONLY, handoff, len(calls), dict(first))
+        return Restore(RESTART_ONLY, handoff, len(calls), dict(first), (), missing)
+    if not_started:
+        child = not_started[0]
+        spawned = next((number for number, call in calls if call.id == child.spawned_by), handoff)
+        first = {
+            "turn": spawned,
+            "kind": "child",
+            "reason": f"the recorded subagent {child.agent} (spawned by call "
+            f"{child.spawned_by or 'unknown'}) was never replayed: no live subagent asked "
+            "its task",
+            "path": "",
+            "expected": (child.task or "")[:200],
+            "actual": "no subagent with this task",
+        }
+        return Restore(RESTART_ONLY, handoff, len(calls), first, (), missing)
     got = returned if isinstance(returned, set | frozenset) else set(returned)
     for number, call in calls:
         if call.id not in got:

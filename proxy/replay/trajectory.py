@@ -148,6 +148,34 @@ def place_of(index: int, places: Mapping[int, str] | None, unit: str) -> str:
     return f"line {index + 1}" if unit == "line" else f"{unit} {index}"
 
 
+def child_name(parent: str, agent: str) -> str:
+    """The name a run's child is found by (proxy.sessions.library), and its lane's session id is
+    made from: `<run>:agent-<agent id>`."""
+    return f"{parent}:agent-{agent}"
+
+
+def parent_of(name: str) -> tuple[str, str] | None:
+    """(the run's name, the agent id) of a child's name; None for any other name."""
+    parent, mark, agent = name.rpartition(":agent-")
+    return (parent, agent) if mark and parent and agent else None
+
+
+@dataclass(frozen=True, slots=True)
+class Child:
+    """A subagent the run spawned, with its own recorded conversation: its calls replay as a lane
+    of their own (proxy.sessions.children), never as the main lane's turns."""
+
+    agent: str  # the id the harness gave it in the recorded run (a name: letters, digits, - _)
+    trajectory: Trajectory  # its own conversation, read from its own transcript
+    spawned_by: str | None = None  # the id of the main lane's tool call that spawned it
+    kind: str | None = None  # what kind of agent, when the harness says (Claude Code's agentType)
+
+    @property
+    def task(self) -> str | None:
+        """What it was asked: its first user message (the spawning call's prompt)."""
+        return self.trajectory.task
+
+
 @dataclass(frozen=True, slots=True)
 class Trajectory:
     name: str
@@ -166,6 +194,7 @@ class Trajectory:
     # files that hold several items per line give them); otherwise "<unit> <index>"
     places: Mapping[int, str] = field(default_factory=dict)
     unit: str = "message"  # "line": the indexes are 0-based lines of a JSONL file
+    children: tuple[Child, ...] = ()  # the subagents it spawned, from their own transcripts
     read: int = 0  # messages read from the file (what dropped notes are a share of)
     # no turn calls a tool: the harness calls its tools through text, and the user messages
     # between turns are its observations (proxy.replay.text_based); read on every request
@@ -174,6 +203,9 @@ class Trajectory:
     def __post_init__(self) -> None:
         text_based = bool(self.turns) and not any(t.tool_calls for t in self.turns)
         object.__setattr__(self, "text_based", text_based)
+
+    def child(self, agent: str) -> Child | None:
+        return next((c for c in self.children if c.agent == agent), None)
 
     def place(self, index: int) -> str:
         """Where message `index` is in the file, in the file's own numbering."""
@@ -220,6 +252,17 @@ class Trajectory:
                 for t in self.turns
             ],
             "trailing_users": [u.index for u in self.trailing_users],
+            "children": [
+                {
+                    "agent": c.agent,
+                    "spawned_by": c.spawned_by,
+                    "kind": c.kind,
+                    "source": c.trajectory.source,
+                    "turns": len(c.trajectory.turns),
+                    "task": c.task,
+                }
+                for c in self.children
+            ],
             "skipped": [self._note(n) for n in self.skipped],
             "dropped": [self._note(n) for n in self.dropped],
         }

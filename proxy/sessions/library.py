@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from proxy.errors import LoadError, TrajectoryUnusable
 from proxy.formats import load_all, load_bytes, trajectory_name
 from proxy.names import inside, is_valid_name
-from proxy.replay.trajectory import Trajectory
+from proxy.replay.trajectory import Trajectory, parent_of
 from proxy.sessions.cache import TrajectoryCache
 
 log = logging.getLogger("proxy.library")
@@ -120,6 +120,10 @@ class Library:
         """By name, including a file put into --trajectory-dir after start-up: NAME.json (or
         .jsonl, .traj), else rollout LINE of a file of several, NAME.jsonl for NAME.LINE."""
         found = self._by_name.get(name)
+        if found is None and (child := parent_of(name)) is not None:  # a run's subagent
+            parent = await self.find(child[0])
+            spawned = parent.child(child[1]) if parent is not None else None
+            return spawned.trajectory if spawned is not None else None
         if found is not None or self.folder is None or not is_valid_name(name):
             return found
         stem, _, label = name.rpartition(".")

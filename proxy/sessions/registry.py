@@ -37,6 +37,7 @@ from proxy.replay.engine import (
 )
 from proxy.replay.faults import Fault, due, parse_plan
 from proxy.replay.trajectory import Trajectory
+from proxy.sessions import children
 from proxy.sessions.library import Library
 from proxy.sessions.status import report
 from proxy.store import Store
@@ -183,6 +184,59 @@ class Sessions:
                 return Binding(None, state)
             return Binding(other, state)
         return Binding(trajectory, state)
+
+    async def child_for(
+        self, session: str, lineage: Lineage, conv: Conversation
+    ) -> tuple[str, str] | None:
+        """A subagent's request of a session whose script holds its children: (the session id
+        of the recorded child's lane, the child script's name) once the live child is bound to
+        one (proxy.sessions.children); None when it replays none and goes on as a subagent."""
+        if lineage.child is None:
+            return None
+        state = await self.store.get(session)
+        if state is None or state.script_digest is None:
+            return None
+        script = await self.resolve(state)
+        if script is None or not script.children:
+            return None
+        agent = state.children.get(lineage.child)
+        if agent is None:
+            candidate = children.choose(script, conv.task, state.children)
+            if candidate is None:
+                return None
+            chosen: list[str] = []
+
+            def bind(s: SessionState) -> None:
+                chosen.clear()
+                known = s.children.get(lineage.child or "")
+                if known is None:  # a concurrent child may have taken the candidate
+                    known = children.choose(script, conv.task, s.children)
+                    if known is not None:
+                        s.children[lineage.child or ""] = known
+                if known is not None:
+                    chosen.append(known)
+
+            await self.store.update(session, bind, now=time.time())
+            if not chosen:
+                return None
+            agent = chosen[0]
+        return children.lane_session(session, agent), children.script_name(script, agent)
+
+    async def child_observed(self, root: str, decision: Decision) -> None:
+        """A child lane's tool result unlike the recorded one, or its history leaving its
+        script: the root's restore verdict counts it, as the child's work is part of the run."""
+        unlike = decision.observations.divergence
+        if isinstance(decision, Diverged) and unlike is None:
+            unlike = decision.divergence
+        if unlike is None:
+            return
+        noted = {**unlike.as_dict(), "at": time.time(), "lane": "subagent"}
+
+        def note(s: SessionState) -> None:
+            if s.restore is None and s.observation is None:
+                s.observation = noted
+
+        await self.store.update(root, note, now=time.time())
 
     async def resolve(self, state: SessionState) -> Trajectory | None:
         """The script the session is bound to: the very one (same digest), or an error."""
@@ -423,7 +477,12 @@ def _settle(s: SessionState, decision: Decision, script: Trajectory, now: float)
     else:
         return False
     verdict = restore.judge(
-        script, handoff, s.results_returned, observation=s.observation, divergence=divergence
+        script,
+        handoff,
+        s.results_returned,
+        observation=s.observation,
+        divergence=divergence,
+        not_started=children.not_started(script, s.children, handoff),
     )
     s.restore = {**verdict.as_dict(), "at": now}
     return True

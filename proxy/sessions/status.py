@@ -10,6 +10,7 @@ from proxy.replay.conversation import CONVERSATION_LANES
 from proxy.replay.faults import Fault
 from proxy.replay.restore import PENDING
 from proxy.replay.trajectory import Trajectory
+from proxy.sessions.children import lane_session
 from proxy.store.state import SessionState
 
 
@@ -122,10 +123,31 @@ def report(
             {**a, "first_seen": iso(a.get("first_seen")), "last_seen": iso(a.get("last_seen"))}
             for a in state.subagents
         ],
+        "children": _children(state, trajectory),
         "errors": state.errors,
         "created": iso(state.created),
         "last_seen": iso(state.last_seen),
     }
+
+
+def _children(state: SessionState, trajectory: Trajectory | None) -> list[dict[str, Any]]:
+    """The run's recorded children, each with the lane that replays it and the live child bound
+    to it (None: no live child has asked its task yet)."""
+    if trajectory is None or not trajectory.children:
+        return []
+    live = {agent: child for child, agent in state.children.items()}
+    return [
+        {
+            "agent": c.agent,
+            "spawned_by": c.spawned_by,
+            "kind": c.kind,
+            "task": (c.task or "")[:200],
+            "turns": len(c.trajectory.turns),
+            "session": lane_session(state.id, c.agent),
+            "live_child": live.get(c.agent),
+        }
+        for c in trajectory.children
+    ]
 
 
 def restore_of(state: SessionState) -> dict[str, Any] | None:

@@ -56,6 +56,9 @@ class SessionState:
     # the subagents whose calls came in this session (proxy.lineage), the latest SUBAGENTS_KEPT:
     # {"child", "parent", "kind", "by", "requests", "first_seen", "last_seen"}
     subagents: list[dict[str, Any]] = field(default_factory=list)
+    # the subagents replayed from the run's own children (proxy.sessions.children): the id the
+    # harness gave each live child -> the recorded child's agent id it replays
+    children: dict[str, str] = field(default_factory=dict)
 
     def copy(self) -> SessionState:
         """A copy whose containers are new too. Written out: it runs on every request, and
@@ -98,6 +101,7 @@ class SessionState:
         new.faults_fired = list(self.faults_fired)
         new.injected = list(self.injected)
         new.subagents = [dict(a) for a in self.subagents]
+        new.children = dict(self.children)
         return new
 
     def to_dict(self) -> dict[str, Any]:

@@ -44,6 +44,7 @@ def busy() -> SessionState:
         observation={"call": "call_greet_1", "at": 1_700_000_010.0},
         observation_diffs=1,
         results_checked=3,
+        children={"live-1": "a9aeb050a6110cc3d"},
         restore={"verdict": "restored", "handoff_turn": 3, "at": 2.0},
         stops=1,
         prefix_messages=7,

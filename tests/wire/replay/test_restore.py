@@ -112,7 +112,7 @@ def test_require_restored_refuses_the_hand_off_and_keeps_the_session(
         root = url.removesuffix("/v1")
         c = client(f"{root}/s/rollout-3/v1")
         for _ in range(2):  # a retry is refused the same way: the verdict stays
-            with pytest.raises(openai.ConflictError) as refused:
+            with pytest.raises(openai.PermissionDeniedError) as refused:
                 run(c, changed)
             error = refused.value.body
             assert isinstance(error, dict) and error["code"] == "session_not_restored", error
@@ -154,9 +154,9 @@ def test_the_fence_refuses_side_and_subagent_calls_before_the_hand_off_only(
     with proxy(upstream=upstream_url, trajectory=[path], fence=True) as url:
         root = url.removesuffix("/v1")
         c = client(f"{root}/s/fenced-1/v1")
-        with pytest.raises(openai.ConflictError) as side:
+        with pytest.raises(openai.PermissionDeniedError) as side:
             side_call(c)
-        with pytest.raises(openai.ConflictError) as child:
+        with pytest.raises(openai.PermissionDeniedError) as child:
             c.chat.completions.create(
                 model="gpt-child",
                 messages=start_messages(),

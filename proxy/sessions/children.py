@@ -1,0 +1,57 @@
+"""Which recorded child a live subagent replays, and the lane it replays in.
+
+A run loaded with its children (proxy.formats.children) replays each of them in a lane of its own:
+a session `<root session>.agent-<recorded agent id>` bound to the child's own conversation, decided
+by the same rules as the main lane (turns by tool-call id, branching, observations, hand-off). A
+live child is bound once, on its first request, and stays bound (the root session keeps the map):
+
+- by the harness's lineage header: the live child's id (Claude Code's x-claude-code-agent-id) is
+  the key; a child with no id of its own is not replayed (its calls go on as subagent calls);
+- to the first recorded child not yet bound whose task (the spawning call's prompt, its first user
+  message) the request's first user message holds, in the recorded order: parallel children with
+  different prompts find their own in any order, and two with the same prompt are the same work.
+
+Pure: the registry (proxy.sessions.registry) keeps the map in the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from proxy.replay.trajectory import Child, Trajectory, child_name
+
+LANE_MARK = ".agent-"
+
+
+def lane_session(root: str, agent: str) -> str:
+    """The session id of a recorded child's lane under the root session."""
+    return f"{root}{LANE_MARK}{agent}"
+
+
+def script_name(script: Trajectory, agent: str) -> str:
+    return child_name(script.name, agent)
+
+
+def asked(child: Child, task: str | None) -> bool:
+    """The request's first user message holds what the recorded child was asked (a harness may
+    put reminders of its own around it)."""
+    want = (child.task or "").strip()
+    return bool(want) and task is not None and want in task
+
+
+def choose(script: Trajectory, task: str | None, bound: Mapping[str, str]) -> str | None:
+    """The agent id of the first recorded child not yet bound that was asked `task`."""
+    taken = set(bound.values())
+    return next((c.agent for c in script.children if c.agent not in taken and asked(c, task)), None)
+
+
+def not_started(script: Trajectory, bound: Mapping[str, str], handoff: int) -> list[Child]:
+    """The recorded children spawned by a call of the first `handoff` turns that no live child
+    replays: the harness never started them (or started them with another task)."""
+    calls = {c.id for t in script.turns[:handoff] for c in t.tool_calls}
+    taken = set(bound.values())
+    return [
+        c
+        for c in script.children
+        if c.agent not in taken and (c.spawned_by is None or c.spawned_by in calls)
+    ]

@@ -1,0 +1,187 @@
+"""A run's subagents replayed from their own transcripts, over real sockets with the anthropic SDK
+as Claude Code: the transcript and its child's (Claude Code 2.1.197's own files, tests/fixtures/
+harness_logs/claude-code) laid out as Claude Code keeps them, the child bound by its lineage
+header and its task, its lane replayed turn by turn, and the restore verdict of the whole run."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import pytest
+
+from tests.conftest import ProxyFactory
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "harness_logs" / "claude-code"
+AGENT = "a9aeb050a6110cc3d"  # the recorded child's id
+LIVE_CHILD = "b71f00c2d9e4a6b05"  # the id Claude Code gives the child in the resumed run
+SYSTEM = "You are Claude Code, Anthropic's official CLI for Claude."
+REMINDER = "<system-reminder>\nToday's date is 2026-12-07.\n</system-reminder>\n\n"
+TOOLS: list[Any] = [
+    {"name": n, "description": n, "input_schema": {"type": "object"}} for n in ("Bash", "Agent")
+]
+# what the workspace gives back for each recorded call, as the recorded run got it
+OUTPUTS = {
+    "toolu_cc_1": "existing.txt",
+    "toolu_cc_2": "old value",
+    "toolu_cc_4": "Exit code 1\ncat: missing.txt: No such file or directory",
+    "toolu_sub_1": "1 existing.txt",
+}
+
+
+@pytest.fixture
+def transcript(tmp_path: Path) -> Path:
+    """The session file with its child's transcript and meta file where Claude Code puts them."""
+    project = tmp_path / "projects" / "-tmp-repo"
+    children = project / "sess" / "subagents"
+    children.mkdir(parents=True)
+    shutil.copy(FIXTURES / "session.jsonl", project / "sess.jsonl")
+    shutil.copy(FIXTURES / "subagent.jsonl", children / f"agent-{AGENT}.jsonl")
+    shutil.copy(FIXTURES / "subagent.meta.json", children / f"agent-{AGENT}.meta.json")
+    return project / "sess.jsonl"
+
+
+def user(*texts: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": t} for t in texts]}
+
+
+def results(outputs: list[tuple[str, Any]]) -> dict[str, Any]:
+    content = [{"type": "tool_result", "tool_use_id": i, "content": o} for i, o in outputs]
+    return {"role": "user", "content": content}
+
+
+def ask(c: anthropic.Anthropic, messages: list[dict[str, Any]], **headers: str) -> Any:
+    raw = c.messages.with_raw_response.create(
+        model="claude-test",
+        max_tokens=1000,
+        system=SYSTEM,
+        messages=messages,
+        tools=TOOLS,
+        extra_headers=headers,
+    )
+    return raw.parse(), raw.headers
+
+
+def child_run(c: anthropic.Anthropic, task: str, output: Callable[[str], str]) -> list[str]:
+    """The child's loop as Claude Code runs it; the x-replay-turn of each answer."""
+    messages = [user(REMINDER, task)]
+    turns = []
+    while True:
+        answer, headers = ask(c, messages, **{"x-claude-code-agent-id": LIVE_CHILD})
+        turns.append(headers.get("x-replay-turn"))
+        calls = [b for b in answer.content if b.type == "tool_use"]
+        if not calls:
+            return turns
+        messages += [
+            {"role": "assistant", "content": [b.model_dump() for b in answer.content]},
+            results([(b.id, output(b.id)) for b in calls]),
+        ]
+
+
+def root_run(
+    c: anthropic.Anthropic, child_output: Callable[[str], str], *, child: bool = True
+) -> tuple[Any, Any, list[str]]:
+    """The root's loop, running the child when the root's Agent call asks for it; (the last
+    answer, its headers, the child's turns)."""
+    messages = [user(REMINDER, "Set up the greeting files in this repository.")]
+    child_turns: list[str] = []
+    while True:
+        answer, headers = ask(c, messages)
+        calls = [b for b in answer.content if b.type == "tool_use"]
+        if not calls:
+            return answer, headers, child_turns
+        outputs: list[tuple[str, Any]] = []
+        for call in calls:
+            if call.name != "Agent":
+                outputs.append((call.id, OUTPUTS[call.id]))
+                continue
+            if child:
+                child_turns = child_run(c, call.input["prompt"], child_output)
+            report = (
+                f"agentId: {LIVE_CHILD} (use SendMessage with to: '{LIVE_CHILD}', summary: "
+                "'<5-10 word recap>' to continue this agent)\n<usage>subagent_tokens: 57\n"
+                "tool_uses: 1\nduration_ms: 2310</usage>"
+            )
+            parts = [{"type": "text", "text": "existing.txt has 1 line."}]
+            outputs.append((call.id, [*parts, {"type": "text", "text": report}]))
+        messages += [
+            {"role": "assistant", "content": [b.model_dump() for b in answer.content]},
+            results(outputs),
+        ]
+
+
+def settings(transcript: Path) -> dict[str, Any]:
+    # no upstream at all, the cut after turn 3, fenced: nothing may need a model
+    return {"trajectory": [transcript], "replay_turns": 3, "after_script": "stop", "fence": True}
+
+
+def test_a_child_replays_its_own_transcript_and_the_run_is_restored(
+    proxy: ProxyFactory, transcript: Path
+) -> None:
+    with proxy(**settings(transcript)) as url:
+        root = url.removesuffix("/v1")
+        c = anthropic.Anthropic(base_url=f"{root}/s/cc-1", api_key="sk-ant-x", max_retries=0)
+        answer, headers, child_turns = root_run(c, OUTPUTS.__getitem__)
+        status = httpx.get(f"{root}/replay/sessions/cc-1").json()
+        lane = httpx.get(f"{root}/replay/sessions/cc-1.agent-{AGENT}").json()
+    assert child_turns == ["1/2", "2/2"]  # both of the child's recorded turns, from its file
+    assert headers["x-replay-source"] == "stop"
+    assert status["restore"]["verdict"] == "restored", status["restore"]
+    assert status["restore"]["handoff_turn"] == 3 and status["restore"]["calls"] == 4
+    [child] = status["children"]
+    assert child["agent"] == AGENT and child["spawned_by"] == "toolu_cc_3"
+    assert child["live_child"] == LIVE_CHILD and child["session"] == f"cc-1.agent-{AGENT}"
+    assert lane["turns_served"] == 2 and lane["script"]["name"] == f"sess:agent-{AGENT}"
+    assert status["errors"] == 0 and lane["errors"] == 0
+    assert status["forwarded"] == {"main": 0, "toolless": 0, "subagent": 0}
+
+
+def test_a_childs_changed_tool_result_makes_the_run_restart_only(
+    proxy: ProxyFactory, transcript: Path
+) -> None:
+    def changed(call_id: str) -> str:
+        return "2 existing.txt" if call_id == "toolu_sub_1" else OUTPUTS[call_id]
+
+    with proxy(**settings(transcript)) as url:
+        root = url.removesuffix("/v1")
+        c = anthropic.Anthropic(base_url=f"{root}/s/cc-2", api_key="sk-ant-x", max_retries=0)
+        root_run(c, changed)
+        verdict = httpx.get(f"{root}/replay/sessions/cc-2/restore").json()
+    first = verdict["first_mismatch"]
+    assert verdict["verdict"] == "restart-only", verdict
+    assert first["lane"] == "subagent" and "toolu_sub_1" in first["reason"]
+    assert "2 existing.txt" in first["actual"]
+
+
+def test_a_recorded_child_the_harness_never_started_is_reported(
+    proxy: ProxyFactory, transcript: Path
+) -> None:
+    with proxy(**settings(transcript)) as url:
+        root = url.removesuffix("/v1")
+        c = anthropic.Anthropic(base_url=f"{root}/s/cc-3", api_key="sk-ant-x", max_retries=0)
+        root_run(c, OUTPUTS.__getitem__, child=False)
+        verdict = httpx.get(f"{root}/replay/sessions/cc-3/restore").json()
+    assert verdict["verdict"] == "restart-only" and verdict["children_not_started"] == [AGENT]
+    assert verdict["first_mismatch"]["kind"] == "child"
+    assert verdict["first_mismatch"]["turn"] == 2  # the turn whose Agent call spawned it
+
+
+def test_a_subagent_asked_something_else_is_fenced_not_replayed(
+    proxy: ProxyFactory, transcript: Path
+) -> None:
+    with proxy(**settings(transcript)) as url:
+        root = url.removesuffix("/v1")
+        c = anthropic.Anthropic(base_url=f"{root}/s/cc-4", api_key="sk-ant-x", max_retries=0)
+        ask(c, [user(REMINDER, "Set up the greeting files in this repository.")])
+        with pytest.raises(anthropic.PermissionDeniedError) as fenced:
+            ask(c, [user("Something no child was asked.")], **{"x-claude-code-agent-id": "x1"})
+        status = httpx.get(f"{root}/replay/sessions/cc-4").json()
+    error = fenced.value.body
+    assert isinstance(error, dict) and error["error"]["type"] == "permission_error"
+    assert "fenced until its hand-off" in fenced.value.message
+    assert "subagent x1 of cc-4" in fenced.value.message
+    assert status["children"][0]["live_child"] is None
