@@ -4,7 +4,8 @@ A runner that resumes a run (replays its first K turns, then hands off to the li
 know whether the harness's workspace came back as it was: every tool result the harness sent back
 for the replayed turns must equal the recorded output (after the run's masks and the harness's
 preset, which hold its per-run values). The verdict is settled once per session, when the replay
-ends: at the first live call, at a --after-script stop, or at a divergence of the history.
+ends: at the first live call, at a --after-script stop, at the script's last turn when that is a
+final answer, or at a divergence of the history.
 
     restored       every replayed call's result came back equal to the recorded one
     restart-only   a result differs, a result never came back, or the history left the script:

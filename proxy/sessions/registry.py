@@ -459,8 +459,9 @@ def _observed(s: SessionState, decision: Decision, now: float) -> None:
 
 def _settle(s: SessionState, decision: Decision, script: Trajectory, now: float) -> bool:
     """The restore verdict, once the replay ends: at the hand-off (the first live call), at an
-    --after-script stop, or at a divergence (the history left the script: it cannot be a
-    restore, whatever comes after)."""
+    --after-script stop, at the script's last turn when it is a final answer (the harness ends
+    its run there), or at a divergence (the history left the script: it cannot be a restore,
+    whatever comes after)."""
     divergence = s.divergence
     if isinstance(decision, Forward):
         if decision.reason is ForwardReason.NO_SCRIPT:
@@ -469,6 +470,10 @@ def _settle(s: SessionState, decision: Decision, script: Trajectory, now: float)
         if divergence is None and decision.divergence is not None:
             divergence = decision.divergence.as_dict()
     elif isinstance(decision, Stop):
+        handoff = decision.total
+    elif isinstance(decision, Scripted):  # the script's last turn ends the run: no hand-off
+        if not (decision.turn.final and decision.turn.number == decision.total):
+            return False
         handoff = decision.total
     elif isinstance(decision, Diverged):
         handoff = decision.divergence.turn - 1

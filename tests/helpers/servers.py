@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import socket
 import threading
 from collections import deque
@@ -291,6 +292,9 @@ def anthropic_tool_use(name: str, arguments: dict[str, Any], call_id: str) -> An
     return anthropic_answer(None, (name, arguments, call_id))
 
 
+_MESSAGES = itertools.count(1)
+
+
 def anthropic_answer(
     content: str | None, call: tuple[str, dict[str, Any], str] | None = None
 ) -> Answer:
@@ -309,7 +313,8 @@ def anthropic_answer(
             deltas.append(
                 {"type": "input_json_delta", "partial_json": orjson.dumps(arguments).decode()}
             )
-        message = {"id": "msg_up", "type": "message", "role": "assistant", "model": body.get("model"),
+        # an id per answer, as Anthropic's: Claude Code joins lines of one id into one message
+        message = {"id": f"msg_up_{next(_MESSAGES)}", "type": "message", "role": "assistant", "model": body.get("model"),
                    "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}  # fmt: skip
         if not body.get("stream"):
             return Response(orjson.dumps(message), media_type="application/json")
