@@ -674,6 +674,12 @@ def describe(t: Trajectory, *, named: bool = False) -> str:
                 )
     for user in t.trailing_users:
         lines.append(f"  {_user(t, user.index)} trails the last turn (spliced live)")
+    for child in t.children:
+        lines.append(
+            f"  subagent {child.agent} ({child.kind or 'agent'}, spawned by "
+            f"{child.spawned_by or 'an unknown call'}): {len(child.trajectory.turns)} turns "
+            f"replayed in its own lane, from {child.trajectory.source}; task: {_short(child.task or '')}"
+        )
     for note in t.skipped:
         lines.append(f"  skipped {t.place_of_note(note)}: {note.reason}")
     for note in t.dropped:

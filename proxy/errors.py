@@ -116,8 +116,8 @@ class ReplayDiverged(ProxyError):
     code = "replay_diverged"
 
 
-# both refusals are 403, not 409: the SDKs retry a 409 (a conflict may pass), and these stay until
-# the operator acts; a 403 is said once and the harness stops or goes on without the call
+# both refusals are 403: they stay until the operator acts (another script, cut or verdict), so
+# the harness stops, or goes on without the call
 
 
 class NotRestored(ProxyError):

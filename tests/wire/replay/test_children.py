@@ -125,7 +125,7 @@ def test_a_child_replays_its_own_transcript_and_the_run_is_restored(
     with proxy(**settings(transcript)) as url:
         root = url.removesuffix("/v1")
         c = anthropic.Anthropic(base_url=f"{root}/s/cc-1", api_key="sk-ant-x", max_retries=0)
-        answer, headers, child_turns = root_run(c, OUTPUTS.__getitem__)
+        _, headers, child_turns = root_run(c, OUTPUTS.__getitem__)
         status = httpx.get(f"{root}/replay/sessions/cc-1").json()
         lane = httpx.get(f"{root}/replay/sessions/cc-1.agent-{AGENT}").json()
     assert child_turns == ["1/2", "2/2"]  # both of the child's recorded turns, from its file

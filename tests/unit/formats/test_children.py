@@ -1,0 +1,71 @@
+"""A Claude Code transcript read with the children Claude Code keeps beside it (its own files from
+2.1.197, tests/fixtures/harness_logs/claude-code), and a child file read wrongly failing loudly."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from proxy.errors import LoadError
+from proxy.formats import load_file
+from proxy.replay.trajectory import parent_of
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "harness_logs" / "claude-code"
+AGENT = "a9aeb050a6110cc3d"
+
+
+def layout(tmp_path: Path, *, meta: bool = True) -> Path:
+    children = tmp_path / "sess" / "subagents"
+    children.mkdir(parents=True)
+    shutil.copy(FIXTURES / "session.jsonl", tmp_path / "sess.jsonl")
+    shutil.copy(FIXTURES / "subagent.jsonl", children / f"agent-{AGENT}.jsonl")
+    if meta:
+        shutil.copy(FIXTURES / "subagent.meta.json", children / f"agent-{AGENT}.meta.json")
+    return tmp_path / "sess.jsonl"
+
+
+def test_the_child_beside_the_transcript_is_read_with_its_spawning_call(tmp_path: Path) -> None:
+    alone = load_file(FIXTURES / "session.jsonl", name="sess")
+    run = load_file(layout(tmp_path))
+    [child] = run.children
+    assert child.agent == AGENT and child.spawned_by == "toolu_cc_3"
+    assert child.kind == "general-purpose"
+    assert child.task == "Count the lines of existing.txt and report back."
+    assert [len(t.tool_calls) for t in child.trajectory.turns] == [1, 0]
+    assert child.trajectory.name == f"sess:agent-{AGENT}" and parent_of(child.trajectory.name) == (
+        "sess",
+        AGENT,
+    )
+    # the same turns as the file alone, and a digest that covers the child too
+    assert [t.tool_calls for t in run.turns] == [t.tool_calls for t in alone.turns]
+    assert run.digest != alone.digest and run.child(AGENT) is child
+    assert run.summary()["children"][0]["spawned_by"] == "toolu_cc_3"
+
+
+def test_a_child_without_its_meta_file_is_read_without_its_spawning_call(tmp_path: Path) -> None:
+    [child] = load_file(layout(tmp_path, meta=False)).children
+    assert child.spawned_by is None and child.kind is None
+
+
+def test_a_broken_child_file_or_meta_file_fails_loudly(tmp_path: Path) -> None:
+    path = layout(tmp_path)
+    meta = tmp_path / "sess" / "subagents" / f"agent-{AGENT}.meta.json"
+    meta.write_text('{"toolUseId": 3}')
+    with pytest.raises(LoadError, match="toolUseId is not a string"):
+        load_file(path)
+    meta.write_text("not json")
+    with pytest.raises(LoadError, match=r"meta\.json.*not a JSON object"):
+        load_file(path)
+    meta.unlink()
+    (tmp_path / "sess" / "subagents" / f"agent-{AGENT}.jsonl").write_text('{"type": "user"}\n')
+    with pytest.raises(LoadError, match=f"agent-{AGENT}.jsonl"):
+        load_file(path)
+
+
+def test_only_a_claude_code_transcript_looks_for_children(tmp_path: Path) -> None:
+    (tmp_path / "run" / "subagents").mkdir(parents=True)
+    shutil.copy(FIXTURES / "subagent.jsonl", tmp_path / "run" / "subagents" / "agent-x.jsonl")
+    (tmp_path / "run.json").write_text('[{"role": "user", "content": "hi"}]')
+    assert load_file(tmp_path / "run.json").children == ()
