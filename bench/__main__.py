@@ -27,6 +27,7 @@ from bench import (
     heavy,
     peers,
     procs,
+    resumes,
     rollouts,
     sidebyside,
     slow,
@@ -43,6 +44,7 @@ SUITES = (
     "clients",
     "churn",
     "rollouts",
+    "resumes",
     "peers",
     "heavy",
     "sockets",
@@ -356,6 +358,16 @@ def main() -> None:
                 results["rollouts"] = rollouts.suite(url)
         if "rollouts" in results:
             print(json.dumps(results["rollouts"], indent=2))
+    if "resumes" in args.suites:
+        if not shutil.which("redis-server") and not args.redis:
+            print("resumes: needs a Redis server (its two workers share one): left out")
+        elif args.redis:
+            results["resumes"] = resumes.suite(args.redis)
+        else:
+            with procs.redis_server() as url:
+                results["resumes"] = resumes.suite(url)
+        if "resumes" in results:
+            print(json.dumps(results["resumes"], indent=2))
     if "peers" in args.suites:
         results["peers"] = sidebyside.suite(args.seconds, args.repeat, args.peers)
         print(sidebyside.table(results["peers"]))
@@ -379,6 +391,18 @@ def main() -> None:
                 f"{r['crossed']} crossed, {r['errors']} errors",
                 "0 and 0",
                 rollouts.met(r),
+            )
+        )
+    if "resumes" in results:
+        r = results["resumes"]
+        rows.append(
+            (
+                f"{r['rollouts']} fenced resumes with a child (K={r['handoff_turn']}): all "
+                "restored, none crossed",
+                f"{r['verdicts'].get('restored', 0)} restored, {r['crossed']} crossed, "
+                f"{r['errors']} errors",
+                f"{r['rollouts']}, 0, 0",
+                resumes.met(r),
             )
         )
     if "peers" in results:

@@ -1,4 +1,5 @@
-"""A policy gateway stand-in for the rollouts suite: answers every chat completion with the
+"""A policy gateway stand-in for the rollouts and resumes suites: answers every chat completion
+(and Anthropic message) with the
 rollout id it was addressed by (its path's, and its x-rollout-id header's), so that a client can
 tell whether its call reached the gateway as its own rollout. Prints its URL, then serves."""
 
@@ -32,9 +33,29 @@ async def completion(request: web.Request) -> web.Response:
     )
 
 
+async def message(request: web.Request) -> web.Response:
+    """The same, as an Anthropic Messages answer (the resumes suite's Claude Code rollouts)."""
+    rollout = request.match_info["rollout"]
+    said = f"live {rollout} {request.headers.get('x-rollout-id', '-')}"
+    await request.read()
+    return web.json_response(
+        {
+            "id": f"msg_gateway_{rollout}",
+            "type": "message",
+            "role": "assistant",
+            "model": "policy",
+            "content": [{"type": "text", "text": said}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    )
+
+
 async def main() -> None:
     app = web.Application()
     app.router.add_post("/sessions/{rollout}/v1/chat/completions", completion)
+    app.router.add_post("/sessions/{rollout}/v1/messages", message)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     sock = socket.socket()

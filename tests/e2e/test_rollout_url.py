@@ -85,14 +85,14 @@ def test_a_harness_with_only_a_base_url_replays_then_reaches_the_gateway_as_its_
         (
             ("--upstream", "http://gw/v1", "--upstream-header", "X-Id: {sid}"),
             {},
-            "--upstream-header: 'X-Id: {sid}': {sid} is not a field; the fields are {session} "
-            "and {trajectory}",
+            "--upstream-header: 'X-Id: {sid}': {sid} is not a field; the fields are {session}, "
+            "{trajectory}, {handoff_turn}, {restore}",
         ),
         (
             (),
             {"REPLAY_PROXY_UPSTREAM": "http://gw/{rollout}/v1"},
             "REPLAY_PROXY_UPSTREAM: 'http://gw/{rollout}/v1': {rollout} is not a field; the "
-            "fields are {session} and {trajectory}",
+            "fields are {session}, {trajectory}, {handoff_turn}, {restore}",
         ),
     ],
 )
