@@ -1,14 +1,20 @@
 """The subagents a run spawned, read from the transcripts the harness keeps of each beside the run's
 own log, so that a resumed run's children replay what they did, not a live model.
 
-Claude Code 2.1.x writes each child of session `<id>` to `<project>/<id>/subagents/agent-<agent
-id>.jsonl` (every line `isSidechain: true`), with `agent-<agent id>.meta.json` beside it naming the
-tool call that spawned it (`toolUseId`) and the kind of agent (`agentType`). Older versions keep
-sidechain lines in the session file itself, mixed with the root's: those are left out with a note
-(proxy.formats.harness_logs.claude_code), and such a run's children are not replayed.
+- Claude Code 2.1.x writes each child of session `<id>` to `<project>/<id>/subagents/agent-<agent
+  id>.jsonl` (every line `isSidechain: true`), with `agent-<agent id>.meta.json` beside it naming
+  the tool call that spawned it (`toolUseId`) and the kind of agent (`agentType`). Older versions
+  keep sidechain lines in the session file itself, mixed with the root's: those are left out with
+  a note (proxy.formats.harness_logs.claude_code), and such a run's children are not replayed.
+- Codex writes each child thread to a rollout of its own, `rollout-<time>-<thread id>.jsonl`, in
+  the sessions folder of the day it started (its `session_meta` names the parent thread); the
+  root's `spawn_agent` call's output names the thread (`{"agent_id": ...}`), so the spawning call
+  is known. The child is looked for beside the root's rollout, then in the other day folders of
+  the same sessions tree.
 
-A child whose transcript cannot be read is an error naming its file: a run read without one of its
-children would replay a different run.
+A child whose transcript is there but cannot be read is an error naming its file. A child whose
+transcript is not there (a run's log copied alone) is not replayed: its calls are subagent calls as
+before, fenced or sent upstream, and `check` shows where its transcript would be.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ SUBAGENTS = "subagents"
 PREFIX, SUFFIX, META = "agent-", ".jsonl", ".meta.json"
 MOST = 1000  # children read for one run: a file tree is not a place to spend a start-up on
 
+Found = tuple[str, Path, str | None, str | None]  # agent id, its file, spawning call, kind
+
 
 def with_children(
     path: Path, trajectory: Trajectory, load: Callable[[Path, str], Trajectory]
@@ -34,33 +42,39 @@ def with_children(
     """`trajectory` (read from `path`) with the children its harness recorded beside it; `load`
     reads one child's transcript under a name. Its digest then covers them too, so a session
     bound to it across workers replays the same children."""
-    if trajectory.format != "claude-code":
+    if trajectory.format == "claude-code":
+        found = _claude_code(path)
+    elif trajectory.format == "codex":
+        found = _codex(path, trajectory)
+    else:
         return trajectory
-    folder = path.parent / path.name.removesuffix(SUFFIX) / SUBAGENTS
-    if not folder.is_dir():
-        return trajectory
-    files = sorted(
-        p for p in folder.iterdir() if p.name.startswith(PREFIX) and p.suffix == ".jsonl"
-    )
-    if len(files) > MOST:
-        raise LoadError(
-            str(folder), None, f"{len(files)} subagent transcripts; at most {MOST} are read"
-        )
+    if len(found) > MOST:
+        raise LoadError(str(path), None, f"{len(found)} subagents; at most {MOST} are read")
     children = []
     digest = hashlib.sha256(trajectory.digest.encode())
-    for file in files:
-        agent = file.name.removeprefix(PREFIX).removesuffix(SUFFIX)
+    for agent, file, spawned_by, kind in found:
         if not is_valid_name(agent):
-            raise LoadError(str(file), None, "the agent id in the file name is not a name")
+            raise LoadError(str(file), None, f"the agent id {agent[:80]!r} is not a name")
         child = load(file, child_name(trajectory.name, agent))
-        if child.children:  # a folder beside a child's file is no layout Claude Code writes
+        if child.children:  # the proxy replays one level of children
             raise LoadError(str(file), None, "a subagent transcript with subagents of its own")
-        spawned_by, kind = _meta(file.with_name(f"{PREFIX}{agent}{META}"))
         children.append(Child(agent, child, spawned_by, kind))
         digest.update(f"{agent}:{child.digest}".encode())
     if not children:
         return trajectory
     return replace(trajectory, children=tuple(children), digest=digest.hexdigest())
+
+
+def _claude_code(path: Path) -> list[Found]:
+    folder = path.parent / path.name.removesuffix(SUFFIX) / SUBAGENTS
+    if not folder.is_dir():
+        return []
+    found: list[Found] = []
+    for file in sorted(folder.iterdir()):
+        if file.name.startswith(PREFIX) and file.name.endswith(SUFFIX):
+            agent = file.name.removeprefix(PREFIX).removesuffix(SUFFIX)
+            found.append((agent, file, *_meta(file.with_name(f"{PREFIX}{agent}{META}"))))
+    return found
 
 
 def _meta(path: Path) -> tuple[str | None, str | None]:
@@ -79,3 +93,43 @@ def _meta(path: Path) -> tuple[str | None, str | None]:
         if value is not None and not isinstance(value, str):
             raise LoadError(str(path), None, f"{key} is not a string")
     return spawned_by, kind
+
+
+def _codex(path: Path, trajectory: Trajectory) -> list[Found]:
+    """Each thread a `spawn_agent` call of the root started, by the id its output names."""
+    found: list[Found] = []
+    for turn in trajectory.turns:
+        for call in turn.tool_calls:
+            if call.name != "spawn_agent":
+                continue
+            thread = _thread_of(trajectory.tool_outputs.get(call.id))
+            if thread is None:
+                continue  # no output (the run ended there), or a spawn that failed
+            file = _rollout_of(path, thread) if is_valid_name(thread) else None
+            if file is None:  # not copied with the run: its calls are not replayed (the
+                continue  # reader's note on the spawn says where its rollout would be)
+            found.append((thread, file, call.id, "collab_spawn"))
+    return found
+
+
+def _thread_of(output: str | None) -> str | None:
+    try:
+        value = json.loads(output or "")
+    except ValueError:
+        return None
+    agent = value.get("agent_id") if isinstance(value, dict) else None
+    return agent if isinstance(agent, str) and agent else None
+
+
+def _rollout_of(path: Path, thread: str) -> Path | None:
+    """rollout-*-<thread>.jsonl beside `path`, else in its sessions tree (YYYY/MM/DD folders)."""
+    pattern = f"rollout-*-{thread}{SUFFIX}"
+    beside = sorted(path.parent.glob(pattern))
+    if beside:
+        return beside[0]
+    day = path.parent
+    dated = [day, day.parent, day.parent.parent]
+    if len(day.parents) >= 3 and all(p.name.isdigit() for p in dated):
+        found = sorted(day.parents[2].glob(f"*/*/*/{pattern}"))
+        return found[0] if found else None
+    return None

@@ -5,11 +5,13 @@ a session `<root session>.agent-<recorded agent id>` bound to the child's own co
 by the same rules as the main lane (turns by tool-call id, branching, observations, hand-off). A
 live child is bound once, on its first request, and stays bound (the root session keeps the map):
 
-- by the harness's lineage header: the live child's id (Claude Code's x-claude-code-agent-id) is
-  the key; a child with no id of its own is not replayed (its calls go on as subagent calls);
+- by the harness's lineage header: the live child's id (Claude Code's x-claude-code-agent-id,
+  Codex's thread-id) is the key; a child with no id of its own is not replayed (its calls go on
+  as subagent calls);
 - to the first recorded child not yet bound whose task (the spawning call's prompt, its first user
-  message) the request's first user message holds, in the recorded order: parallel children with
-  different prompts find their own in any order, and two with the same prompt are the same work.
+  message) one of the request's user messages before its first answer holds, in the recorded
+  order: parallel children with different prompts find their own in any order, and two with the
+  same prompt are the same work.
 
 Pure: the registry (proxy.sessions.registry) keeps the map in the store.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from proxy.replay.conversation import Conversation
 from proxy.replay.trajectory import Child, Trajectory, child_name
 
 LANE_MARK = ".agent-"
@@ -32,17 +35,24 @@ def script_name(script: Trajectory, agent: str) -> str:
     return child_name(script.name, agent)
 
 
-def asked(child: Child, task: str | None) -> bool:
-    """The request's first user message holds what the recorded child was asked (a harness may
-    put reminders of its own around it)."""
+def prompts(conv: Conversation) -> list[str]:
+    """What a child's request was asked: its user messages before the first answer (a harness
+    may send its own context first, as Codex does, or put reminders around the prompt, as Claude
+    Code does)."""
+    first = conv.replies[0].position if conv.replies else conv.message_count
+    return [text for _, text in conv.users_between(-1, first)] or [conv.task or ""]
+
+
+def asked(child: Child, said: list[str]) -> bool:
+    """One of the request's prompts holds what the recorded child was asked."""
     want = (child.task or "").strip()
-    return bool(want) and task is not None and want in task
+    return bool(want) and any(want in text for text in said)
 
 
-def choose(script: Trajectory, task: str | None, bound: Mapping[str, str]) -> str | None:
-    """The agent id of the first recorded child not yet bound that was asked `task`."""
+def choose(script: Trajectory, said: list[str], bound: Mapping[str, str]) -> str | None:
+    """The agent id of the first recorded child not yet bound that was asked one of `said`."""
     taken = set(bound.values())
-    return next((c.agent for c in script.children if c.agent not in taken and asked(c, task)), None)
+    return next((c.agent for c in script.children if c.agent not in taken and asked(c, said)), None)
 
 
 def not_started(script: Trajectory, bound: Mapping[str, str], handoff: int) -> list[Child]:

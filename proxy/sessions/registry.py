@@ -201,7 +201,8 @@ class Sessions:
             return None
         agent = state.children.get(lineage.child)
         if agent is None:
-            candidate = children.choose(script, conv.task, state.children)
+            said = children.prompts(conv)
+            candidate = children.choose(script, said, state.children)
             if candidate is None:
                 return None
             chosen: list[str] = []
@@ -210,7 +211,7 @@ class Sessions:
                 chosen.clear()
                 known = s.children.get(lineage.child or "")
                 if known is None:  # a concurrent child may have taken the candidate
-                    known = children.choose(script, conv.task, s.children)
+                    known = children.choose(script, said, s.children)
                     if known is not None:
                         s.children[lineage.child or ""] = known
                 if known is not None:

@@ -69,3 +69,40 @@ def test_only_a_claude_code_transcript_looks_for_children(tmp_path: Path) -> Non
     shutil.copy(FIXTURES / "subagent.jsonl", tmp_path / "run" / "subagents" / "agent-x.jsonl")
     (tmp_path / "run.json").write_text('[{"role": "user", "content": "hi"}]')
     assert load_file(tmp_path / "run.json").children == ()
+
+
+CODEX = FIXTURES.parent / "codex"
+ROOT_THREAD = "01a242a7-9e44-7ae0-b0e0-0483f6f308a4"
+CHILD_THREAD = "01a242a7-9efd-7de1-a4c7-85945523abdc"
+
+
+def codex_day(tmp_path: Path, day: str = "04") -> Path:
+    folder = tmp_path / "sessions" / "2026" / "12" / day
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def test_a_codex_childs_thread_is_read_from_its_own_rollout_by_the_spawn_output(
+    tmp_path: Path,
+) -> None:
+    root = codex_day(tmp_path) / f"rollout-2026-12-04T20-03-20-{ROOT_THREAD}.jsonl"
+    shutil.copy(CODEX / "rollout.jsonl", root)
+    shutil.copy(
+        CODEX / "subagent.jsonl", codex_day(tmp_path, "05") / f"rollout-y-{CHILD_THREAD}.jsonl"
+    )
+    [child] = load_file(root).children
+    assert child.agent == CHILD_THREAD and child.spawned_by == "call_cx_3"
+    assert child.task == "Count the lines of existing.txt and report back."
+    assert [len(t.tool_calls) for t in child.trajectory.turns] == [1, 0]
+
+
+def test_a_codex_rollout_copied_without_its_childs_reads_without_the_child(
+    tmp_path: Path,
+) -> None:
+    """Its spawn's note says where the child's rollout would be; its calls are not replayed."""
+    root = codex_day(tmp_path) / f"rollout-2026-12-04T20-03-20-{ROOT_THREAD}.jsonl"
+    shutil.copy(CODEX / "rollout.jsonl", root)
+    run = load_file(root)
+    assert run.children == () and run.digest == load_file(CODEX / "rollout.jsonl").digest
+    notes = [n.reason for n in run.skipped]
+    assert f"call call_cx_3 spawned a subagent thread: rollout-*-{CHILD_THREAD}.jsonl" in notes

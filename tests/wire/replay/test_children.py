@@ -5,6 +5,7 @@ header and its task, its lane replayed turn by turn, and the restore verdict of 
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -185,3 +186,112 @@ def test_a_subagent_asked_something_else_is_fenced_not_replayed(
     assert "fenced until its hand-off" in fenced.value.message
     assert "subagent x1 of cc-4" in fenced.value.message
     assert status["children"][0]["live_child"] is None
+
+
+# Codex: the root's rollout and its child thread's (Codex 0.171.0's own files, tests/fixtures/
+# harness_logs/codex), laid out in a sessions folder as Codex keeps them
+CODEX = FIXTURES.parent / "codex"
+ROOT_THREAD = "01a242a7-9e44-7ae0-b0e0-0483f6f308a4"
+CHILD_THREAD = "01a242a7-9efd-7de1-a4c7-85945523abdc"
+CODEX_OUTPUTS = {  # what the workspace gives back, as the recorded run got it
+    "call_cx_1": "Chunk ID: 1a2b3c\nWall time: 0.0010 seconds\nProcess exited with code 0\n"
+    "Original token count: 4\nOutput:\nexisting.txt\n",
+    "call_cx_2": "Chunk ID: 4d5e6f\nWall time: 0.0020 seconds\nProcess exited with code 0\n"
+    "Original token count: 3\nOutput:\nold value\n",
+    "call_cx_3": json.dumps(
+        {"agent_id": CHILD_THREAD, "nickname": "Socrates"}, separators=(",", ":")
+    ),
+    "call_sub_1": "Chunk ID: 777777\nWall time: 0.0030 seconds\nProcess exited with code 0\n"
+    "Original token count: 4\nOutput:\n1 existing.txt\n",
+}
+
+
+@pytest.fixture
+def rollout(tmp_path: Path) -> Path:
+    day = tmp_path / "sessions" / "2026" / "12" / "04"
+    day.mkdir(parents=True)
+    root = day / f"rollout-2026-12-04T20-03-20-{ROOT_THREAD}.jsonl"
+    shutil.copy(CODEX / "rollout.jsonl", root)
+    # the child started the next day: found in the same sessions tree
+    (tmp_path / "sessions" / "2026" / "12" / "05").mkdir()
+    child = tmp_path / "sessions" / "2026" / "12" / "05" / f"rollout-x-{CHILD_THREAD}.jsonl"
+    shutil.copy(CODEX / "subagent.jsonl", child)
+    return root
+
+
+def responses_run(
+    c: Any, input_items: list[dict[str, Any]], headers: dict[str, str]
+) -> tuple[Any, Any]:
+    raw = c.responses.with_raw_response.create(
+        model="gpt-test",
+        instructions="You are a coding agent running in the Codex CLI.",
+        input=input_items,
+        tools=[
+            {"type": "function", "name": n, "parameters": {"type": "object"}}
+            for n in ("exec_command", "spawn_agent")
+        ],
+        extra_headers=headers,
+    )
+    return raw.parse(), raw.headers
+
+
+def codex_loop(
+    c: Any, task: str, headers: dict[str, str], on_call: Callable[[Any], str], turns: int
+) -> tuple[list[str], Any]:
+    """A Codex thread's loop: its context, its prompt, then each answer's calls run; `turns`
+    requests at most. (The x-replay-turn of each answer, the last headers.)"""
+    items: list[dict[str, Any]] = [
+        {
+            "role": "user",
+            "content": "<environment_context>\n<cwd>/repo</cwd>\n</environment_context>",
+        },
+        {"role": "user", "content": task},
+    ]
+    said: list[str] = []
+    last = None
+    for _ in range(turns):
+        answer, last = responses_run(c, items, headers)
+        said.append(last.get("x-replay-turn"))
+        calls = [o for o in answer.output if o.type == "function_call"]
+        if not calls:
+            break
+        for o in answer.output:
+            items.append(o.model_dump(exclude_none=True))
+        items += [{"type": "function_call_output", "call_id": o.call_id, "output": on_call(o)}
+                  for o in calls]  # fmt: skip
+    return said, last
+
+
+def test_a_codex_child_thread_replays_its_own_rollout_bound_by_its_thread_id(
+    proxy: ProxyFactory, rollout: Path
+) -> None:
+    import openai
+
+    root_headers = {"session-id": "cx-1", "thread-id": "live-root"}
+    child_headers = {
+        "session-id": "cx-1",
+        "thread-id": "live-child",
+        "x-openai-subagent": "collab_spawn",
+        "x-codex-parent-thread-id": "live-root",
+    }
+    child_turns: list[str] = []
+
+    def run_call(call: Any) -> str:
+        if call.name == "spawn_agent":
+            message = json.loads(call.arguments)["message"]
+            child_turns.extend(
+                codex_loop(c, message, child_headers, lambda o: CODEX_OUTPUTS[o.call_id], 3)[0]
+            )
+        return CODEX_OUTPUTS[call.call_id]
+
+    with proxy(trajectory=[rollout], replay_turns=2, after_script="stop", fence=True) as url:
+        c = openai.OpenAI(base_url=url, api_key="sk-x", max_retries=0)
+        task = "Set up the greeting files in this repository."
+        root_turns, _ = codex_loop(c, task, root_headers, run_call, 4)
+        root = url.removesuffix("/v1")
+        status = httpx.get(f"{root}/replay/sessions/cx-1").json()
+    assert root_turns == ["1/2", "2/2", "stop"] and child_turns == ["1/2", "2/2"]
+    [child] = status["children"]
+    assert child["agent"] == CHILD_THREAD and child["spawned_by"] == "call_cx_3"
+    assert child["live_child"] == "live-child" and child["kind"] == "collab_spawn"
+    assert status["restore"]["verdict"] == "restored", status["restore"]
