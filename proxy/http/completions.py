@@ -11,7 +11,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
@@ -24,24 +23,22 @@ from proxy.errors import (
     Fenced,
     InjectedFault,
     NotFound,
-    NotRestored,
     ProxyError,
-    ReplayDiverged,
     error_response,
 )
-from proxy.http import relay
+from proxy.http import handoff, relay
 from proxy.http.answers import JSON, SSE, own_headers, rendered
+from proxy.http.diverged import count, diverged
 from proxy.http.faulted import fault_error, faulted
 from proxy.http.incoming import Incoming
+from proxy.http.inflight import InFlight
 from proxy.http.recorded import answer_recorded
-from proxy.lineage import Lineage, lineage_of
-from proxy.offload import Decided, Request
-from proxy.recording.tap import Tap, dump_record
-from proxy.replay import restore
+from proxy.lineage import lineage_of
+from proxy.offload import Decided
+from proxy.recording.tap import dump_record
 from proxy.replay.conversation import Conversation, Lane, session_id
 from proxy.replay.engine import (
     Diverged,
-    Divergence,
     Forward,
     ForwardReason,
     Scripted,
@@ -49,7 +46,7 @@ from proxy.replay.engine import (
     decide,
 )
 from proxy.replay.faults import Fault, Kind
-from proxy.replay.presets import Preset, recognise
+from proxy.replay.presets import recognise
 from proxy.replay.text_based import belongs
 from proxy.replay.trajectory import Trajectory, Turn
 from proxy.replay.usage import stable_time, usage_for
@@ -63,62 +60,6 @@ STOP_TEXT = (
     "[replay-proxy] The script is complete: all {total} scripted turns were served, and "
     "--after-script stop ends the run here instead of going live."
 )
-
-
-@dataclass(slots=True)
-class InFlight:
-    """One request on its way through, with what every step needs to know about it."""
-
-    request: Incoming
-    runtime: Runtime
-    api: Api
-    conv: Conversation
-    body: dict[str, Any]
-    raw: bytes
-    session: str
-    lane: Lane
-    parent: str | None
-    tap: Tap | None  # only with --record-dir or --dump-dir
-    started: float  # time.perf_counter() when it came in
-    headers: list[tuple[bytes, bytes]]  # added to the answer's
-    preset: Preset | None  # the harness's (strict mode and recording only)
-    trajectory: str | None = None  # the script's name once bound, else the one the request names
-    # a body too large to read here: `conv` and `body` lack its history, which a worker process
-    # reads (proxy.offload); `replies` and `history` are what is needed of it here
-    offloaded: Request | None = None
-    replies: int = 0
-    history: bytes | None = None  # the history as JSON, for a dump
-
-    # a live call after the replay: {"handoff_turn", "restore"} (proxy.replay.restore)
-    handoff: dict[str, str] | None = None
-    # a recorded child's lane (proxy.sessions.children): the root session, and the child's lineage
-    root: str | None = None
-    lineage: Lineage | None = None
-
-    @property
-    def values(self) -> dict[str, str]:
-        """{session}, {trajectory}, {handoff_turn} and {restore}, for the upstream's URL and
-        headers (empty when not known)."""
-        return {  # a child's lane goes where its root goes: the rollout is the root's
-            "session": self.root or self.session,
-            "trajectory": self.trajectory or "",
-            **(self.handoff or {}),
-        }
-
-    def upstream(self) -> str | None:
-        """Where this session's live calls go, when that depends on the session; a query that
-        would set one of the template's own parameters is refused here, before anything is
-        recorded."""
-        upstream = self.runtime.upstream
-        if upstream.target is None:
-            return None
-        upstream.target.own(self.request.query)
-        return upstream.where(self.values)
-
-    def done(self, source: str, turn: str, status: int) -> None:
-        self.runtime.answered(
-            self.api.name, self.session, self.lane, source, turn, status, self.started
-        )
 
 
 async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
@@ -189,7 +130,7 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
             call.session, call.trajectory = child
             return await _main(call, None)
     if lane is not Lane.MAIN:
-        fenced = None if runtime.strict else await _fenced(call, session, lineage)
+        fenced = None if runtime.strict else await handoff.fenced(call, session, lineage)
         if runtime.strict or fenced is not None:
             try:
                 response = await answer_recorded(
@@ -208,24 +149,6 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
         ).state
         return await _forward(call, state.prefix_messages, "-")
     return await _main(call, binding)
-
-
-async def _fenced(call: InFlight, session: str, lineage: Lineage | None) -> str | None:
-    """--fence: this side or subagent call, said for an error, when `session` (its own, or a
-    child lane's root) has not been handed off yet (no main-lane call of it has gone live); None
-    when it may go upstream."""
-    if not call.runtime.settings.fence:
-        return None
-    state = await call.runtime.store.get(session)
-    if state is not None and state.prefix_messages is not None:
-        return None
-    model = call.body.get("model") if isinstance(call.body, dict) else None
-    said = f"the {call.lane} call {call.request.method} {call.request.path}"
-    if isinstance(model, str):
-        said += f" (model {model[:80]!r})"
-    if lineage is not None:
-        said += f" of {lineage.describe()}"
-    return said
 
 
 def _read(request: Incoming, api: Api) -> tuple[dict[str, Any], Conversation]:
@@ -294,7 +217,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             ),
         )
     if call.root is not None and isinstance(decision, Forward) and not runtime.strict:
-        await _child_fenced(call, call.root, decision)
+        await handoff.child_fenced(call, call.root, decision)
     refused = runtime.strict and isinstance(decision, Forward)  # strict mode never goes live
     state, fault, settled = await runtime.sessions.record(
         call.session,
@@ -307,16 +230,16 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         script=script,
     )
     if settled:
-        _settled(call, state.restore)
+        handoff.settled(call, state.restore)
     if call.root is not None:
         await runtime.sessions.child_observed(call.root, decision)
     unlike = decision.observations.divergence
     if unlike is not None:
-        _count(runtime, unlike)
+        count(runtime, unlike)
         if not isinstance(decision, Diverged):
             log.warning("session=%s %s", call.session, unlike.describe())
     if isinstance(decision, Scripted) and decision.volatile is not None:
-        _count(runtime, decision.volatile)
+        count(runtime, decision.volatile)
         log.warning(
             "session=%s served despite a volatile difference (--fail-on changed): %s",
             call.session,
@@ -324,8 +247,8 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         )
 
     if isinstance(decision, Diverged):
-        _count(runtime, decision.divergence)
-        error = _diverged(call.session, script, decision, call.preset)
+        count(runtime, decision.divergence)
+        error = diverged(call.session, script, decision, call.preset, str(call.lane))
         log.warning(
             "session=%s diverged at step %s of %s: %s",
             call.session,
@@ -345,7 +268,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         return _answer(call, decision, script, fault)
     assert isinstance(decision, Forward)
     if decision.divergence is not None:
-        _count(runtime, decision.divergence)
+        count(runtime, decision.divergence)
     if refused:
         log.warning(
             "session=%s refused: strict replay has no recording for it (%s)",
@@ -357,54 +280,12 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             "forwards upstream); bind one with x-replay-trajectory, by its task, or the admin API"
         )
     if state.restore is not None and decision.reason is not ForwardReason.NO_SCRIPT:
-        _hand_off(call, state.restore, runtime.sessions.holds_back(state, decision))
+        handoff.hand_off(call, state.restore, runtime.sessions.holds_back(state, decision))
     if decided is not None:
         _prepared_elsewhere(call, decided)
     else:
         await _off_loop_if(call.request.large, partial(_prepare_live, call, decision, script))
     return await _forward(call, state.prefix_messages, str(decision.reason))
-
-
-async def _child_fenced(call: InFlight, root: str, decision: Forward) -> None:
-    """--fence: a recorded child's lane that would go live before its root's hand-off is refused
-    (the child's session says so), as any other call of the root would be."""
-    said = await _fenced(call, root, call.lineage)
-    if said is None:
-        return
-    error = Fenced(
-        f"session {root} is fenced until its hand-off (--fence): {said}, whose recorded turns "
-        f"are used up ({decision.reason}), would go upstream before the session's first live "
-        "call",
-        session=root,
-        lane=str(call.lane),
-        call=said,
-    )
-    await call.runtime.sessions.record_error(call.session, call.lane, error.message)
-    raise error
-
-
-def _settled(call: InFlight, verdict: dict[str, Any] | None) -> None:
-    """The session's replay has ended: its restore verdict, said once in the log and counted."""
-    assert verdict is not None
-    call.runtime.metrics.restore(verdict["verdict"])
-    log.info("session=%s %s", call.session, restore.describe(verdict))
-
-
-def _hand_off(call: InFlight, verdict: dict[str, Any], held_back: bool) -> None:
-    """A live call after the replay: the client and the upstream are told where the run was cut
-    and whether it was restored (x-replay-handoff-turn, x-replay-restore; {handoff_turn} and
-    {restore} in --upstream-header), or, with --require-restored, the hand-off is refused."""
-    if held_back:
-        raise NotRestored(
-            f"session {call.session} is not handed off to the live model: --require-restored, "
-            f"and {restore.describe(verdict)}",
-            session=call.session,
-            **{"restore": verdict["verdict"], "first_mismatch": verdict.get("first_mismatch")},
-        )
-    turn, said = str(verdict["handoff_turn"]), str(verdict["verdict"])
-    call.handoff = {"handoff_turn": turn, "restore": said}
-    call.headers.append((b"x-replay-handoff-turn", turn.encode()))
-    call.headers.append((b"x-replay-restore", said.encode()))
 
 
 async def _off_loop_if(large: bool, work: Callable[[], T]) -> T:
@@ -475,48 +356,6 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
         raise
     call.done("upstream", reason, response.status_code)
     return response
-
-
-def _diverged(
-    session: str, script: Trajectory | None, decision: Diverged, preset: Preset | None
-) -> ReplayDiverged:
-    d = decision.divergence
-    name = script.name if script else None
-    where = f"session {session}, lane main, step {d.turn}/{decision.total}"
-    if d.kind == "beyond":
-        message = f"strict replay: {where}: {d.reason}"
-    elif d.kind == "request":
-        message = (
-            f"strict replay: {where} of {name!r}: {d.reason} at {d.difference.path or '$'}\n"
-            f"  recorded: {d.difference.expected}\n  now:      {d.difference.actual}\n"
-            f"  verdict:  {_verdict(d)}"
-        )
-    else:
-        message = (
-            f"session {session}: the request does not follow the script {name!r} at turn "
-            f"{d.turn}/{decision.total}: {d.describe()}"
-        )
-    return ReplayDiverged(
-        message,
-        param=d.difference.path or None,
-        session=session,
-        lane=Lane.MAIN.value,
-        script=name,
-        preset=preset.name if preset else None,
-        **d.as_dict(),
-    )
-
-
-def _count(runtime: Runtime, d: Divergence) -> None:
-    runtime.metrics.diverged(d.kind, d.verdict.verdict)
-
-
-def _verdict(d: Divergence) -> str:
-    if not d.volatile:
-        return "changed (no mask a harness preset or the proxy knows explains it)"
-    return (
-        f"volatile: only values that change between runs differ; {d.verdict.flags()} would cover it"
-    )
 
 
 def _answer(

@@ -3,6 +3,7 @@
     registry.py  Sessions: binding a script to a session, recording each decision in the store
     library.py   the trajectories this proxy can serve (files, a folder, admin scripts)
     children.py  which recorded child a live subagent replays, and the lane it replays in
+    verdict.py   what the requests showed of the workspace, and the restore verdict settled from it
     status.py    a session's status report: served, skipped, dropped, diverged, returned
 
 The state itself lives in a store (proxy.store): memory, SQLite or Redis.

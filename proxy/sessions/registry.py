@@ -40,6 +40,7 @@ from proxy.replay.trajectory import Trajectory
 from proxy.sessions import children
 from proxy.sessions.library import Library
 from proxy.sessions.status import report
+from proxy.sessions.verdict import observed, settle
 from proxy.store import Store
 from proxy.store.state import Event, SessionState
 
@@ -342,8 +343,8 @@ class Sessions:
                 s.errors += 1
                 return
             if decision is not None:
-                _observed(s, decision, now)
-                if script is not None and s.restore is None and _settle(s, decision, script, now):
+                observed(s, decision, now)
+                if script is not None and s.restore is None and settle(s, decision, script, now):
                     settled.append(True)
                     verdict = f"restore: {s.restore['verdict']}"  # type: ignore[index]
                     event["detail"] = f"{event['detail']}; {verdict}".lstrip("; ")
@@ -442,56 +443,6 @@ class Sessions:
             "detail": detail[:200],
         }
         await self.store.update(session, change, now=now, event=event)
-
-
-def _observed(s: SessionState, decision: Decision, now: float) -> None:
-    """What the request's tool results showed: which came back, how far they were compared, and
-    the first that differs."""
-    returned = decision.observations.returned
-    if returned and len(returned) > len(s.results_returned):
-        s.results_returned = list(returned)  # the history only grows
-    s.results_checked = max(s.results_checked, decision.observations.checked)
-    observed = decision.observations.divergence
-    if observed is not None:
-        s.observation_diffs += 1
-        if s.observation is None:
-            s.observation = {**observed.as_dict(), "at": now}
-
-
-def _settle(s: SessionState, decision: Decision, script: Trajectory, now: float) -> bool:
-    """The restore verdict, once the replay ends: at the hand-off (the first live call), at an
-    --after-script stop, at the script's last turn when it is a final answer (the harness ends
-    its run there), or at a divergence (the history left the script: it cannot be a restore,
-    whatever comes after)."""
-    divergence = s.divergence
-    if isinstance(decision, Forward):
-        if decision.reason is ForwardReason.NO_SCRIPT:
-            return False
-        handoff = decision.held
-        if divergence is None and decision.divergence is not None:
-            divergence = decision.divergence.as_dict()
-    elif isinstance(decision, Stop):
-        handoff = decision.total
-    elif isinstance(decision, Scripted):  # the script's last turn ends the run: no hand-off
-        if not (decision.turn.final and decision.turn.number == decision.total):
-            return False
-        handoff = decision.total
-    elif isinstance(decision, Diverged):
-        handoff = decision.divergence.turn - 1
-        if divergence is None and decision.divergence.kind != "observation":
-            divergence = decision.divergence.as_dict()
-    else:
-        return False
-    verdict = restore.judge(
-        script,
-        handoff,
-        s.results_returned,
-        observation=s.observation,
-        divergence=divergence,
-        not_started=children.not_started(script, s.children, handoff),
-    )
-    s.restore = {**verdict.as_dict(), "at": now}
-    return True
 
 
 def _fire(s: SessionState, plan: tuple[Fault, ...], turn: int, now: float) -> Fault | None:

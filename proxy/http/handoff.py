@@ -1,0 +1,77 @@
+"""The cut, where a resumed session meets the live model: the fence before it (--fence), its restore
+verdict when the replay ends, and what a live call after it says (x-replay-handoff-turn,
+x-replay-restore) or, with --require-restored, its refusal. The rules themselves are
+proxy.replay.restore's and proxy.sessions'; this is what a request does with them."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from proxy.errors import Fenced, NotRestored
+from proxy.http.inflight import InFlight
+from proxy.lineage import Lineage
+from proxy.replay import restore
+from proxy.replay.engine import Forward
+
+log = logging.getLogger("proxy.requests")
+
+
+async def fenced(call: InFlight, session: str, lineage: Lineage | None) -> str | None:
+    """--fence: this side or subagent call, said for an error, when `session` (its own, or a
+    child lane's root) has not been handed off yet (no main-lane call of it has gone live); None
+    when it may go upstream."""
+    if not call.runtime.settings.fence:
+        return None
+    state = await call.runtime.store.get(session)
+    if state is not None and state.prefix_messages is not None:
+        return None
+    model = call.body.get("model") if isinstance(call.body, dict) else None
+    said = f"the {call.lane} call {call.request.method} {call.request.path}"
+    if isinstance(model, str):
+        said += f" (model {model[:80]!r})"
+    if lineage is not None:
+        said += f" of {lineage.describe()}"
+    return said
+
+
+async def child_fenced(call: InFlight, root: str, decision: Forward) -> None:
+    """--fence: a recorded child's lane that would go live before its root's hand-off is refused
+    (the child's session says so), as any other call of the root would be."""
+    said = await fenced(call, root, call.lineage)
+    if said is None:
+        return
+    error = Fenced(
+        f"session {root} is fenced until its hand-off (--fence): {said}, whose recorded turns "
+        f"are used up ({decision.reason}), would go upstream before the session's first live "
+        "call",
+        session=root,
+        lane=str(call.lane),
+        call=said,
+    )
+    await call.runtime.sessions.record_error(call.session, call.lane, error.message)
+    raise error
+
+
+def settled(call: InFlight, verdict: dict[str, Any] | None) -> None:
+    """The session's replay has ended: its restore verdict, said once in the log and counted."""
+    assert verdict is not None
+    call.runtime.metrics.restore(verdict["verdict"])
+    log.info("session=%s %s", call.session, restore.describe(verdict))
+
+
+def hand_off(call: InFlight, verdict: dict[str, Any], held_back: bool) -> None:
+    """A live call after the replay: the client and the upstream are told where the run was cut
+    and whether it was restored (x-replay-handoff-turn, x-replay-restore; {handoff_turn} and
+    {restore} in --upstream-header), or, with --require-restored, the hand-off is refused."""
+    if held_back:
+        raise NotRestored(
+            f"session {call.session} is not handed off to the live model: --require-restored, "
+            f"and {restore.describe(verdict)}",
+            session=call.session,
+            **{"restore": verdict["verdict"], "first_mismatch": verdict.get("first_mismatch")},
+        )
+    turn, said = str(verdict["handoff_turn"]), str(verdict["verdict"])
+    call.handoff = {"handoff_turn": turn, "restore": said}
+    call.headers.append((b"x-replay-handoff-turn", turn.encode()))
+    call.headers.append((b"x-replay-restore", said.encode()))
