@@ -248,13 +248,12 @@ class Settings(BaseSettings):
         """What the decision is told: the policies, the masks, and in strict mode the strict
         comparison (made once per process that decides: the app, and each offload worker)."""
         masks = compile_masks(self.masks())
-        strict = recorded = None
-        if self.mode is Mode.STRICT or self.fence:
-            recorded = StrictReplay(
-                masks, presets=self.presets, cache_bytes=self.trajectory_cache_bytes
-            )
-        if self.mode is Mode.STRICT:
-            strict = recorded
+        # side and subagent requests are compared with recorded ones in every mode: in strict
+        # mode always, in resume mode before a session's hand-off (proxy.http.recorded)
+        recorded = StrictReplay(
+            masks, presets=self.presets, cache_bytes=self.trajectory_cache_bytes
+        )
+        strict = recorded if self.mode is Mode.STRICT else None
         return Rules(
             on_divergence=self.on_divergence,
             on_observation=self.on_observation_divergence,

@@ -130,18 +130,22 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
             call.session, call.trajectory = child
             return await _main(call, None)
     if lane is not Lane.MAIN:
-        fenced = None if runtime.strict else await handoff.fenced(call, session, lineage)
-        if runtime.strict or fenced is not None:
+        # before the cut a resumed session's side calls are its recording's; strict mode's
+        # always are (proxy.http.recorded)
+        resumed = not runtime.strict and await handoff.before_cut(call, session)
+        if runtime.strict or resumed:
+            fenced = handoff.said(call, lineage) if resumed and runtime.settings.fence else None
             try:
                 response = await answer_recorded(
                     request, runtime, session, lane, body, call.headers, tap, preset, offloaded,
-                    fenced,
+                    resumed=resumed, fenced=fenced,
                 )  # fmt: skip
             except Fenced as error:  # the session's status says what was kept from the upstream
                 await runtime.sessions.record_error(session, lane, error.message)
                 raise
-            call.done("recorded", "-", response.status_code)
-            return response
+            if response is not None:
+                call.done("recorded", "-", response.status_code)
+                return response
         state = (
             await runtime.sessions.record(
                 session, lane, None, upstream=call.upstream(), lineage=lineage

@@ -56,8 +56,9 @@ async def forward(request: Incoming, runtime: Runtime, *, api: Api | None) -> Re
         perf_start=started,
     )
     if runtime.strict:
-        response = await answer_recorded(request, runtime, session, LANE, body, [], tap)
-        source = "recorded"
+        answered = await answer_recorded(request, runtime, session, LANE, body, [], tap)
+        assert answered is not None  # strict mode: the recorded answer, or an error raised
+        response, source = answered, "recorded"
     else:
         source = "upstream"
         if tap is not None:

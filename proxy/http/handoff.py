@@ -17,37 +17,37 @@ from proxy.replay.engine import Forward
 log = logging.getLogger("proxy.requests")
 
 
-async def fenced(call: InFlight, session: str, lineage: Lineage | None) -> str | None:
-    """--fence: this side or subagent call, said for an error, when `session` (its own, or a
-    child lane's root) has not been handed off yet (no main-lane call of it has gone live); None
-    when it may go upstream."""
-    if not call.runtime.settings.fence:
-        return None
+async def before_cut(call: InFlight, session: str) -> bool:
+    """`session` (a call's own, or a child lane's root) has not been handed off yet: no main-lane
+    call of it has gone live."""
     state = await call.runtime.store.get(session)
-    if state is not None and state.prefix_messages is not None:
-        return None
+    return state is None or state.prefix_messages is None
+
+
+def said(call: InFlight, lineage: Lineage | None) -> str:
+    """The call, as a fenced refusal names it."""
     model = call.body.get("model") if isinstance(call.body, dict) else None
-    said = f"the {call.lane} call {call.request.method} {call.request.path}"
+    text = f"the {call.lane} call {call.request.method} {call.request.path}"
     if isinstance(model, str):
-        said += f" (model {model[:80]!r})"
+        text += f" (model {model[:80]!r})"
     if lineage is not None:
-        said += f" of {lineage.describe()}"
-    return said
+        text += f" of {lineage.describe()}"
+    return text
 
 
 async def child_fenced(call: InFlight, root: str, decision: Forward) -> None:
     """--fence: a recorded child's lane that would go live before its root's hand-off is refused
     (the child's session says so), as any other call of the root would be."""
-    said = await fenced(call, root, call.lineage)
-    if said is None:
+    if not call.runtime.settings.fence or not await before_cut(call, root):
         return
+    text = said(call, call.lineage)
     error = Fenced(
-        f"session {root} is fenced until its hand-off (--fence): {said}, whose recorded turns "
+        f"session {root} is fenced until its hand-off (--fence): {text}, whose recorded turns "
         f"are used up ({decision.reason}), would go upstream before the session's first live "
         "call",
         session=root,
         lane=str(call.lane),
-        call=said,
+        call=text,
     )
     await call.runtime.sessions.record_error(call.session, call.lane, error.message)
     raise error

@@ -1,5 +1,6 @@
-"""Outside the main lane, in strict mode or before a fenced session's hand-off (--fence): answer
-from the recording's exchange of the same lane, or refuse; nothing goes upstream."""
+"""Outside the main lane: answer from a recording's exchange of the same lane. In strict mode, from
+any loaded recording, or refuse; in resume mode before a session's hand-off, from the session's
+own recording, else the call goes upstream (or, with --fence, is refused)."""
 
 from __future__ import annotations
 
@@ -33,12 +34,16 @@ async def answer_recorded(
     tap: Tap | None,
     preset: Preset | None = None,
     offloaded: Request | None = None,
+    *,
+    resumed: bool = False,
     fenced: str | None = None,
-) -> Response:
+) -> Response | None:
     """The first unused recorded exchange of this lane with an equal request, or an error that
     names the closest recorded request. Nothing is answered from a request that differs.
-    `offloaded`: the body is too large to read here; a worker process compares it. `fenced`: the
-    call, said for the error, when --fence (not strict mode) keeps it from the upstream."""
+    `offloaded`: the body is too large to read here; a worker process compares it. `resumed`:
+    resume mode before the session's hand-off, where only the session's own recording answers,
+    and a request it does not hold gets None (it goes upstream), unless `fenced`: the call, said
+    for the error, when --fence keeps it from the upstream."""
     where = {
         "lane": lane,
         "method": request.method,
@@ -46,7 +51,11 @@ async def answer_recorded(
         "body": body,
         "preset": preset,
     }
-    sources = await _recordings(runtime, session)
+    sources = await _recordings(
+        runtime, session, resumed=resumed, named=request.trajectory, fenced=fenced is not None
+    )
+    if resumed and fenced is None and not sources:
+        return None  # the usual side call: a session with no recording of its own
     found: list[list[int]] = await _compared(runtime, offloaded, sources, where)
     for script, matches in zip(sources, found, strict=True):
         keys = [f"{script.digest[:16]}:{i}" for i in matches]
@@ -67,6 +76,8 @@ async def answer_recorded(
                 status=recorded.status,
                 on_complete=on_complete,
             )
+    if resumed and fenced is None:
+        return None
     nearest: list[Miss] = await _compared(runtime, offloaded, sources, where, True)
     misses = zip(sources, nearest, strict=True)
     best = next(((s, m) for s, m in misses if m.closest is not None), None)
@@ -111,10 +122,20 @@ async def _compared(
     return await asyncio.to_thread(work)
 
 
-async def _recordings(runtime: Runtime, session: str) -> list[Trajectory]:
-    """The session's own recording first, then every other loaded one."""
+async def _recordings(
+    runtime: Runtime, session: str, *, resumed: bool, named: str | None, fenced: bool
+) -> list[Trajectory]:
+    """Strict mode: the session's own recording first, then every other loaded one. Resume mode:
+    the session's own (bound, else the one the request names); a fenced session not bound yet
+    and naming none takes every loaded one, as strict mode does, since its recording is among
+    them."""
     state = await runtime.store.get(session)
     own = await runtime.sessions.resolve(state) if state and state.script_digest else None
+    if resumed:
+        if own is None and named is not None:
+            own = await runtime.library.find(named)
+        if own is not None or not fenced:
+            return [own] if own is not None and own.side else []
     others = [t for t in runtime.library.all() if t.side and t is not own]
     return [own, *others] if own is not None else others
 

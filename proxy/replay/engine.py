@@ -80,8 +80,8 @@ class Rules:
     on_observation: ObservationPolicy = ObservationPolicy.WARN
     after_script: AfterScript = AfterScript.LIVE
     strict: StrictReplay | None = None  # set in --mode strict
-    # requests outside the main lane compared with a recording's exchanges of their lane: strict
-    # mode's comparison, or --fence's before a session's hand-off (proxy.http.recorded)
+    # requests outside the main lane compared with a recording's exchanges of their lane: in
+    # strict mode, and in resume mode before a session's hand-off (proxy.http.recorded)
     recorded: StrictReplay | None = None
     masks: tuple[re.Pattern[str], ...] = ()
     fail_on: FailOn = FailOn.ANY

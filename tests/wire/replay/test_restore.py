@@ -213,3 +213,42 @@ def test_a_fenced_resume_of_a_recorded_run_answers_its_side_call_from_the_record
     assert message["content"] == "Live after the cut." and headers["x-replay-restore"] == "restored"
     assert [r.json["model"] for r in live.requests] == ["gpt-test"]
     assert status["restore"]["verdict"] == "restored" and status["turns_served"] == 2
+
+
+def test_without_the_fence_a_resumed_runs_recorded_side_call_is_still_the_recorded_one(
+    proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], tmp_path: Path
+) -> None:
+    """Resume mode: before the cut, a side call the session's recording holds is answered from
+    it; one it does not hold goes upstream; after the cut every side call does."""
+    fake, upstream_url = upstream
+    fake.then(
+        text("Notes run"),
+        tool_call("bash", '{"command": "touch notes.txt"}', "call_A"),
+        tool_call("bash", '{"command": "ls -la"}', "call_B"),
+        text("Done: notes.txt exists."),
+    )
+    recordings = tmp_path / "rec"
+    with proxy(upstream=upstream_url, record_dir=recordings) as url:
+        c = client(f"{url.removesuffix('/v1')}/s/first/v1")
+        side_call(c)
+        run(c, recorded_output)
+    [recording] = sorted(recordings.glob("*.jsonl"))
+    live = FakeUpstream().then(text("Another title"), text("Live after the cut."), text("Late"))
+    with (
+        running(live.app) as live_root,
+        proxy(upstream=live_root + "/v1", trajectory=[recording], replay_turns=2) as url,
+    ):
+        c = client(
+            f"{url.removesuffix('/v1')}/s/second/v1", **{"x-replay-trajectory": recording.stem}
+        )
+        title = side_call(c)
+        other = c.chat.completions.with_raw_response.create(
+            model="gpt-side", messages=[{"role": "user", "content": "Summarise the session"}]
+        )
+        message, _ = run(c, recorded_output)
+        late = side_call(c)
+    assert title.headers["x-replay-source"] == "recorded"
+    assert other.headers["x-replay-source"] == "upstream"
+    assert message["content"] == "Live after the cut."
+    assert late.headers["x-replay-source"] == "upstream"  # live now: the model answers
+    assert [r.json["model"] for r in live.requests] == ["gpt-side", "gpt-test", "gpt-side"]
