@@ -33,7 +33,8 @@ SUBAGENTS = "subagents"
 PREFIX, SUFFIX, META = "agent-", ".jsonl", ".meta.json"
 MOST = 1000  # children read for one run: a file tree is not a place to spend a start-up on
 
-Found = tuple[str, Path, str | None, str | None]  # agent id, its file, spawning call, kind
+# agent id, its file, the spawning call, its kind, whether that call's output only names it
+Found = tuple[str, Path, str | None, str | None, bool]
 
 
 def with_children(
@@ -52,13 +53,13 @@ def with_children(
         raise LoadError(str(path), None, f"{len(found)} subagents; at most {MOST} are read")
     children = []
     digest = hashlib.sha256(trajectory.digest.encode())
-    for agent, file, spawned_by, kind in found:
+    for agent, file, spawned_by, kind, named_only in found:
         if not is_valid_name(agent):
             raise LoadError(str(file), None, f"the agent id {agent[:80]!r} is not a name")
         child = load(file, child_name(trajectory.name, agent))
         if child.children:  # the proxy replays one level of children
             raise LoadError(str(file), None, "a subagent transcript with subagents of its own")
-        children.append(Child(agent, child, spawned_by, kind))
+        children.append(Child(agent, child, spawned_by, kind, named_only))
         digest.update(f"{agent}:{child.digest}".encode())
     if not children:
         return trajectory
@@ -73,7 +74,8 @@ def _claude_code(path: Path) -> list[Found]:
     for file in sorted(folder.iterdir()):
         if file.name.startswith(PREFIX) and file.name.endswith(SUFFIX):
             agent = file.name.removeprefix(PREFIX).removesuffix(SUFFIX)
-            found.append((agent, file, *_meta(file.with_name(f"{PREFIX}{agent}{META}"))))
+            spawned_by, kind = _meta(file.with_name(f"{PREFIX}{agent}{META}"))
+            found.append((agent, file, spawned_by, kind, False))
     return found
 
 
@@ -108,7 +110,7 @@ def _codex(path: Path, trajectory: Trajectory) -> list[Found]:
             file = _rollout_of(path, thread) if is_valid_name(thread) else None
             if file is None:  # not copied with the run: its calls are not replayed (the
                 continue  # reader's note on the spawn says where its rollout would be)
-            found.append((thread, file, call.id, "collab_spawn"))
+            found.append((thread, file, call.id, "collab_spawn", True))
     return found
 
 

@@ -321,11 +321,13 @@ def observe(
         c.id for t in script.turns[:held] for c in t.tool_calls if wire_id(c.id) in results
     )
     start = held - 1 if observed is None or not 0 <= observed < held else observed
+    # a spawn whose output only names its child: checked by the child's own lane, not its text
+    spawns = script.spawns_named_only if script.children else frozenset()
     for turn in script.turns[start:held]:
         for call in turn.tool_calls:
             result = results.get(wire_id(call.id))
             recorded = script.tool_outputs.get(call.id)
-            if result is None or recorded is None:
+            if result is None or recorded is None or call.id in spawns:
                 continue
             if preset is not None and preset.values:
                 want = _output(recorded, (*preset.patterns(recorded), *masks))

@@ -169,6 +169,10 @@ class Child:
     trajectory: Trajectory  # its own conversation, read from its own transcript
     spawned_by: str | None = None  # the id of the main lane's tool call that spawned it
     kind: str | None = None  # what kind of agent, when the harness says (Claude Code's agentType)
+    # the spawning call's output only names the child (Codex's spawn_agent: the new thread's id
+    # and a nickname, new on every run): that call is checked by a live child taking the child's
+    # task, not by its text (proxy.replay.engine.observe, proxy.replay.restore)
+    named_only: bool = False
 
     @property
     def task(self) -> str | None:
@@ -203,6 +207,11 @@ class Trajectory:
     def __post_init__(self) -> None:
         text_based = bool(self.turns) and not any(t.tool_calls for t in self.turns)
         object.__setattr__(self, "text_based", text_based)
+
+    @property
+    def spawns_named_only(self) -> frozenset[str]:
+        """The calls whose output only names the child they spawned (Child.named_only)."""
+        return frozenset(c.spawned_by for c in self.children if c.named_only and c.spawned_by)
 
     def child(self, agent: str) -> Child | None:
         return next((c for c in self.children if c.agent == agent), None)

@@ -31,7 +31,7 @@ def test_the_child_beside_the_transcript_is_read_with_its_spawning_call(tmp_path
     run = load_file(layout(tmp_path))
     [child] = run.children
     assert child.agent == AGENT and child.spawned_by == "toolu_cc_3"
-    assert child.kind == "general-purpose"
+    assert child.kind == "general-purpose" and not child.named_only  # its Agent result reports
     assert child.task == "Count the lines of existing.txt and report back."
     assert [len(t.tool_calls) for t in child.trajectory.turns] == [1, 0]
     assert child.trajectory.name == f"sess:agent-{AGENT}" and parent_of(child.trajectory.name) == (
@@ -92,6 +92,7 @@ def test_a_codex_childs_thread_is_read_from_its_own_rollout_by_the_spawn_output(
     )
     [child] = load_file(root).children
     assert child.agent == CHILD_THREAD and child.spawned_by == "call_cx_3"
+    assert child.named_only  # its spawn's output is only the new thread's id and nickname
     assert child.task == "Count the lines of existing.txt and report back."
     assert [len(t.tool_calls) for t in child.trajectory.turns] == [1, 0]
 

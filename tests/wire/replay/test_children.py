@@ -198,8 +198,10 @@ CODEX_OUTPUTS = {  # what the workspace gives back, as the recorded run got it
     "Original token count: 4\nOutput:\nexisting.txt\n",
     "call_cx_2": "Chunk ID: 4d5e6f\nWall time: 0.0020 seconds\nProcess exited with code 0\n"
     "Original token count: 3\nOutput:\nold value\n",
+    # the new thread's id and nickname: new on every run (the resumed run's, not the recorded)
     "call_cx_3": json.dumps(
-        {"agent_id": CHILD_THREAD, "nickname": "Socrates"}, separators=(",", ":")
+        {"agent_id": "019b0000-1111-7222-8333-444455556666", "nickname": "Hypatia"},
+        separators=(",", ":"),
     ),
     "call_sub_1": "Chunk ID: 777777\nWall time: 0.0030 seconds\nProcess exited with code 0\n"
     "Original token count: 4\nOutput:\n1 existing.txt\n",
