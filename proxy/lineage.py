@@ -43,6 +43,13 @@ class Lineage:
     kind: str | None  # what kind of child, when its harness says (Codex's x-openai-subagent)
     header: str  # the header that marked it
 
+    @property
+    def parent_session(self) -> str | None:
+        """The parent's session, when the child is a session of its own (opencode's
+        x-parent-session-id): the root its calls belong to. None when the child's calls come in
+        its root's session (Claude Code, Codex)."""
+        return self.parent if self.header == OPENCODE_PARENT else None
+
     def as_dict(self) -> dict[str, str | None]:
         return {"parent": self.parent, "child": self.child, "kind": self.kind, "by": self.header}
 

@@ -6,6 +6,9 @@ own log, so that a resumed run's children replay what they did, not a live model
   the tool call that spawned it (`toolUseId`) and the kind of agent (`agentType`). Older versions
   keep sidechain lines in the session file itself, mixed with the root's: those are left out with
   a note (proxy.formats.harness_logs.claude_code), and such a run's children are not replayed.
+- opencode runs each `task` call's subagent in a child session, whose id the call's output names
+  (`<task id="ses_...">`); `opencode export <id>` prints it. The child is read from an export
+  beside the root's whose file name holds its id (`ses_....json`).
 - Codex writes each child thread to a rollout of its own, `rollout-<time>-<thread id>.jsonl`, in
   the sessions folder of the day it started (its `session_meta` names the parent thread); the
   root's `spawn_agent` call's output names the thread (`{"agent_id": ...}`), so the spawning call
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -47,6 +51,8 @@ def with_children(
         found = _claude_code(path)
     elif trajectory.format == "codex":
         found = _codex(path, trajectory)
+    elif trajectory.format == "opencode":
+        found = _opencode(path, trajectory)
     else:
         return trajectory
     if len(found) > MOST:
@@ -135,3 +141,22 @@ def _rollout_of(path: Path, thread: str) -> Path | None:
         found = sorted(day.parents[2].glob(f"*/*/*/{pattern}"))
         return found[0] if found else None
     return None
+
+
+_TASK_ID = re.compile(r'<task id="([^"]+)"')
+
+
+def _opencode(path: Path, trajectory: Trajectory) -> list[Found]:
+    """Each child session a `task` call ran, from its export beside the root's."""
+    found: list[Found] = []
+    for turn in trajectory.turns:
+        for call in turn.tool_calls:
+            if call.name != "task":
+                continue
+            named = _TASK_ID.search(trajectory.tool_outputs.get(call.id) or "")
+            if named is None or not is_valid_name(session := named.group(1)):
+                continue  # no output (the run ended there), or a task that failed
+            beside = sorted(p for p in path.parent.glob(f"*{session}*.json") if p != path)
+            if beside:  # not exported with the run: its calls are not replayed
+                found.append((session, beside[0], call.id, "task", False))
+    return found

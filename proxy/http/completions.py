@@ -123,25 +123,29 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
         seen.history if seen is not None else None,
     )
 
+    # the session a subagent's calls belong to: its root's (an opencode child is a session of
+    # its own, whose parent its header names)
+    root = (lineage.parent_session if lineage is not None else None) or session
     if lane is Lane.SUBAGENT and lineage is not None:
-        child = await runtime.sessions.child_for(session, lineage, conv)
+        key = session if root != session else lineage.child  # the live child's own id
+        child = await runtime.sessions.child_for(root, key, conv)
         if child is not None:  # a child the run recorded: its own lane replays it
-            call.root, call.lineage = session, lineage
+            call.root, call.lineage = root, lineage
             call.session, call.trajectory = child
             return await _main(call, None)
     if lane is not Lane.MAIN:
         # before the cut a resumed session's side calls are its recording's; strict mode's
         # always are (proxy.http.recorded)
-        resumed = not runtime.strict and await handoff.before_cut(call, session)
+        resumed = not runtime.strict and await handoff.before_cut(call, root)
         if runtime.strict or resumed:
             fenced = handoff.said(call, lineage) if resumed and runtime.settings.fence else None
             try:
                 response = await answer_recorded(
-                    request, runtime, session, lane, body, call.headers, tap, preset, offloaded,
+                    request, runtime, root, lane, body, call.headers, tap, preset, offloaded,
                     resumed=resumed, fenced=fenced,
                 )  # fmt: skip
             except Fenced as error:  # the session's status says what was kept from the upstream
-                await runtime.sessions.record_error(session, lane, error.message)
+                await runtime.sessions.record_error(root, lane, error.message)
                 raise
             if response is not None:
                 call.done("recorded", "-", response.status_code)

@@ -188,6 +188,8 @@ PRESETS: tuple[Preset, ...] = (
             Rule.of(
                 "today's date", r"(?P<keep>Today's date: )[A-Z][a-z]{2} [A-Z][a-z]{2} \d\d \d{4}"
             ),
+            # a task call's result names the child session it ran: new on every run
+            Rule.of("a subagent's session in its task result", r'(?P<keep><task id=")ses_\w+'),
         ),
     ),
     Preset(

@@ -187,12 +187,13 @@ class Sessions:
         return Binding(trajectory, state)
 
     async def child_for(
-        self, session: str, lineage: Lineage, conv: Conversation
+        self, session: str, key: str | None, conv: Conversation
     ) -> tuple[str, str] | None:
-        """A subagent's request of a session whose script holds its children: (the session id
-        of the recorded child's lane, the child script's name) once the live child is bound to
-        one (proxy.sessions.children); None when it replays none and goes on as a subagent."""
-        if lineage.child is None:
+        """A subagent's request of root `session`, whose script holds its children: (the session
+        id of the recorded child's lane, the child script's name) once the live child (`key`: its
+        own id) is bound to one (proxy.sessions.children); None when it replays none and goes on
+        as a subagent."""
+        if key is None:
             return None
         state = await self.store.get(session)
         if state is None or state.script_digest is None:
@@ -200,7 +201,7 @@ class Sessions:
         script = await self.resolve(state)
         if script is None or not script.children:
             return None
-        agent = state.children.get(lineage.child)
+        agent = state.children.get(key)
         if agent is None:
             said = children.prompts(conv)
             candidate = children.choose(script, said, state.children)
@@ -210,11 +211,11 @@ class Sessions:
 
             def bind(s: SessionState) -> None:
                 chosen.clear()
-                known = s.children.get(lineage.child or "")
+                known = s.children.get(key)
                 if known is None:  # a concurrent child may have taken the candidate
                     known = children.choose(script, said, s.children)
                     if known is not None:
-                        s.children[lineage.child or ""] = known
+                        s.children[key] = known
                 if known is not None:
                     chosen.append(known)
 

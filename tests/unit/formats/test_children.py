@@ -107,3 +107,17 @@ def test_a_codex_rollout_copied_without_its_childs_reads_without_the_child(
     assert run.children == () and run.digest == load_file(CODEX / "rollout.jsonl").digest
     notes = [n.reason for n in run.skipped]
     assert f"call call_cx_3 spawned a subagent thread: rollout-*-{CHILD_THREAD}.jsonl" in notes
+
+
+def test_an_opencode_task_childs_session_is_read_from_its_export_beside_the_roots(
+    tmp_path: Path,
+) -> None:
+    opencode = FIXTURES.parent / "opencode"
+    root = tmp_path / "ses_dbd9a892affeyunXUMGhKtRPlg.json"
+    shutil.copy(opencode / "session.json", root)
+    alone = load_file(root)
+    assert alone.children == ()  # exported alone: the task's child is not replayed
+    shutil.copy(opencode / "subagent.json", tmp_path / "ses_dbd9a7ffbffeSj5kZfjh7ur0uY.json")
+    [child] = load_file(root).children
+    assert child.agent == "ses_dbd9a7ffbffeSj5kZfjh7ur0uY" and child.spawned_by == "call_oc_3"
+    assert child.task == "Count the lines of existing.txt and report back." and not child.named_only

@@ -297,3 +297,66 @@ def test_a_codex_child_thread_replays_its_own_rollout_bound_by_its_thread_id(
     assert child["agent"] == CHILD_THREAD and child["spawned_by"] == "call_cx_3"
     assert child["live_child"] == "live-child" and child["kind"] == "collab_spawn"
     assert status["restore"]["verdict"] == "restored", status["restore"]
+
+
+# opencode: the root session's export and its child session's (opencode's own, tests/fixtures/
+# harness_logs/opencode), each exported to a file named by its session id
+OPENCODE = FIXTURES.parent / "opencode"
+ROOT_SESSION, CHILD_SESSION = "ses_dbd9a892affeyunXUMGhKtRPlg", "ses_dbd9a7ffbffeSj5kZfjh7ur0uY"
+OPENCODE_OUTPUTS = {
+    "call_oc_1": "existing.txt\n",
+    "call_oc_2": "old value\n",
+    "call_sub_1": "1 existing.txt\n",
+}
+
+
+def test_an_opencode_child_session_replays_its_own_export_bound_by_its_parent_header(
+    proxy: ProxyFactory, tmp_path: Path
+) -> None:
+    import openai
+
+    shutil.copy(OPENCODE / "session.json", tmp_path / f"{ROOT_SESSION}.json")
+    shutil.copy(OPENCODE / "subagent.json", tmp_path / f"{CHILD_SESSION}.json")
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+             for n in ("bash", "read", "task")]  # fmt: skip
+    system = {"role": "system", "content": "You are opencode, an interactive CLI tool."}
+
+    def loop(c: Any, task: str, headers: dict[str, str], output: Callable[[Any], str]) -> list[str]:
+        messages: list[Any] = [system, {"role": "user", "content": task}]
+        said = []
+        while True:
+            raw = c.chat.completions.with_raw_response.create(
+                model="agent-model", messages=messages, tools=tools, extra_headers=headers
+            )
+            said.append(raw.headers.get("x-replay-turn"))
+            message = raw.parse().choices[0].message
+            if not message.tool_calls:
+                return said
+            messages.append(message.model_dump(exclude_none=True))
+            messages += [{"role": "tool", "tool_call_id": t.id, "content": output(t)}
+                         for t in message.tool_calls]  # fmt: skip
+
+    child_turns: list[str] = []
+    child_headers = {"x-session-affinity": "ses_live_child", "x-parent-session-id": "ses_live_root"}
+
+    def run_call(call: Any) -> str:
+        if call.function.name != "task":
+            return OPENCODE_OUTPUTS[call.id]
+        prompt = json.loads(call.function.arguments)["prompt"]
+        child_turns.extend(loop(c, prompt, child_headers, lambda t: OPENCODE_OUTPUTS[t.id]))
+        return (  # the child session's id: new on every run
+            '<task id="ses_live_child" state="completed">\n<task_result>\nexisting.txt has 1 '
+            "line.\n</task_result>\n</task>"
+        )
+
+    path = tmp_path / f"{ROOT_SESSION}.json"
+    with proxy(trajectory=[path], replay_turns=2, after_script="stop", fence=True) as url:
+        c = openai.OpenAI(base_url=url, api_key="sk-x", max_retries=0)
+        task = '"Set up the greeting files in this repository."'
+        root_turns = loop(c, task, {"x-session-affinity": "ses_live_root"}, run_call)
+        status = httpx.get(url.removesuffix("/v1") + "/replay/sessions/ses_live_root").json()
+    assert root_turns == ["1/2", "2/2", "stop"] and child_turns == ["1/2", "2/2"]
+    [child] = status["children"]
+    assert child["agent"] == CHILD_SESSION and child["spawned_by"] == "call_oc_3"
+    assert child["live_child"] == "ses_live_child"
+    assert status["restore"]["verdict"] == "restored", status["restore"]
