@@ -186,7 +186,9 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
     runtime, conv = call.runtime, call.conv
     if binding is None:
         if call.root is not None:  # a child's lane: its script is the recorded child's
-            binding = await runtime.sessions.script_for(call.session, conv, call.trajectory)
+            binding = await runtime.sessions.script_for(
+                call.session, conv, call.trajectory, whole=True
+            )
         else:
             binding = await runtime.sessions.script_for(
                 call.session, conv, call.request.trajectory, call.request.branch

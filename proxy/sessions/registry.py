@@ -129,10 +129,12 @@ class Sessions:
         branch: int | None = None,
         *,
         fits: Callable[[Trajectory], bool] | None = None,
+        whole: bool = False,
     ) -> Binding:
         """The session's script, binding one first if it has none. `branch`: the K the request
         asks for (x-replay-turns). `fits`: only a script it accepts is bound or returned (a
-        tool-less request takes part only in a text-based script of its own conversation)."""
+        tool-less request takes part only in a text-based script of its own conversation).
+        `whole`: a recorded child's lane, which replays all of its script."""
         self.check_branch(branch)
         state = await self.store.get(session)
         if state is not None and state.script_digest is not None:
@@ -165,7 +167,8 @@ class Sessions:
         if trajectory is None:
             return Binding(None, state)
         task_match = None if trajectory.task is None else _same_task(trajectory.task, conv.task)
-        replay_turns = branch if branch is not None else self.replay_turns
+        # a child's lane replays its whole script: the cut is its root's (--replay-turns is not)
+        replay_turns = None if whole else branch if branch is not None else self.replay_turns
 
         def bind(s: SessionState) -> None:
             if s.script_digest is None:  # a concurrent first request may have bound it already
