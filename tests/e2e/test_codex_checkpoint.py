@@ -3,7 +3,8 @@
 Codex's WebSocket, its default), then resumed in a fresh workspace from Codex's own two rollouts
 (the root's, and the child thread's, found beside it by the spawn's output) with no upstream at
 all and --fence: the child's command and the root's run again, the child's turns from its own
-rollout, and the verdict is `restored`."""
+rollout, and the verdict is `restored`; in a workspace where the first step's output differs, it
+is `restart-only` at that step."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from tests.conftest import ProxyFactory
 from tests.e2e.test_codex_child_agent import SCRIPT, TASK, upstream_answer
 from tests.e2e.test_harnesses import harness_logs, installed
-from tests.helpers.harness.recipes import CODEX_SOCKET, finished_its_own_way, run
+from tests.helpers.harness.recipes import CODEX_SOCKET, finished_its_own_way, make_repo, run
 from tests.helpers.servers import FakeUpstream, running
 
 pytestmark = pytest.mark.harness
@@ -55,3 +56,16 @@ def test_codex_resumes_from_its_own_rollouts_with_its_child_thread(
     assert lane["turns_served"] == lane["turns_planned"] >= 2, why
     assert main["restore"]["verdict"] == "restored", why
     assert all(sum(s["forwarded"].values()) == 0 for s in sessions), why
+
+    # a workspace that is not the recorded one: done.fifo is there already, as a plain file, so
+    # the first step's mkfifo fails
+    make_repo(tmp_path / "changed" / "repo")
+    (tmp_path / "changed" / "repo" / "done.fifo").write_text("")
+    with proxy(trajectory=roots, fence=True, after_script="stop") as url:
+        changed = run(CODEX_SOCKET, url, tmp_path / "changed", TASK, again=True)
+        sessions = httpx.get(url.removesuffix("/v1") + "/replay/sessions").json()["data"]
+    why = f"\n{changed.tail()}\n{json.dumps(sessions, indent=1)[:8000]}"
+    [main] = [s for s in sessions if s["children"]]
+    first_mismatch = main["restore"]["first_mismatch"]
+    assert main["restore"]["verdict"] == "restart-only", why
+    assert first_mismatch["turn"] == 1 and "call_fifo" in first_mismatch["reason"], why

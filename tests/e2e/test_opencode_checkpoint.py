@@ -2,7 +2,7 @@
 `task` tool is made once against a stand-in model, both sessions exported with `opencode export`,
 then resumed in a fresh workspace from those two exports with no upstream at all and --fence: the
 child's command and the root's run again, the child's turns from its own export, and the verdict
-is `restored`."""
+is `restored`; in a workspace where the root's step shows another runs.log, `restart-only` there."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import ProxyFactory
 from tests.e2e.test_harnesses import harness_logs, installed
 from tests.helpers.harness.install import executable
-from tests.helpers.harness.recipes import RECIPES, Run, command, run
+from tests.helpers.harness.recipes import RECIPES, Run, command, make_repo, run
 from tests.helpers.servers import FakeUpstream, Seen, running, text, tool_call
 
 pytestmark = pytest.mark.harness
@@ -105,3 +105,17 @@ def test_opencode_resumes_from_its_own_exports_with_its_child_session(
     assert lane["turns_served"] == lane["turns_planned"] == 2, why
     assert main["restore"]["verdict"] == "restored", why
     assert all(sum(s["forwarded"].values()) == 0 for s in sessions), why
+
+    # a workspace that is not the recorded one: runs.log holds a line already, which the root's
+    # step shows
+    make_repo(tmp_path / "changed" / "repo")
+    (tmp_path / "changed" / "repo" / "runs.log").write_text("stale\n")
+    with proxy(trajectory=[root], fence=True, after_script="stop") as url:
+        changed = run(recipe, url, tmp_path / "changed", TASK, again=True)
+        sessions = httpx.get(url.removesuffix("/v1") + "/replay/sessions").json()["data"]
+    why = f"\n{changed.tail()}\n{json.dumps(sessions, indent=1)[:8000]}"
+    [main] = [s for s in sessions if s["children"]]
+    first_mismatch = main["restore"]["first_mismatch"]
+    assert main["restore"]["verdict"] == "restart-only", why
+    assert first_mismatch["turn"] == 2 and "call_root_2" in first_mismatch["reason"], why
+    assert "stale" in first_mismatch["actual"], why
