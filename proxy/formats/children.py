@@ -17,7 +17,10 @@ own log, so that a resumed run's children replay what they did, not a live model
 
 A child whose transcript is there but cannot be read is an error naming its file. A child whose
 transcript is not there (a run's log copied alone) is not replayed: its calls are subagent calls as
-before, fenced or sent upstream, and `check` shows where its transcript would be.
+before, fenced or sent upstream, and `check` shows where its transcript would be. Nor is, with a
+note: a child whose id is not a name, whose name with the run's would be too long, or whose file
+is a link out of the run's folder (of the sessions tree, for Codex); a child's own children (one
+level is replayed).
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from proxy.errors import LoadError
-from proxy.names import is_valid_name
-from proxy.replay.trajectory import Child, Trajectory, child_name
+from proxy.names import inside, is_valid_name
+from proxy.replay.trajectory import Child, Note, Trajectory, child_name
 
 SUBAGENTS = "subagents"
 PREFIX, SUFFIX, META = "agent-", ".jsonl", ".meta.json"
@@ -57,19 +60,51 @@ def with_children(
         return trajectory
     if len(found) > MOST:
         raise LoadError(str(path), None, f"{len(found)} subagents; at most {MOST} are read")
-    children = []
+    children: list[Child] = []
+    notes: list[Note] = []
     digest = hashlib.sha256(trajectory.digest.encode())
+    base = path.parent if trajectory.format != "codex" else _sessions_root(path)
     for agent, file, spawned_by, kind, named_only in found:
-        if not is_valid_name(agent):
-            raise LoadError(str(file), None, f"the agent id {agent[:80]!r} is not a name")
-        child = load(file, child_name(trajectory.name, agent))
-        if child.children:  # the proxy replays one level of children
-            raise LoadError(str(file), None, "a subagent transcript with subagents of its own")
+        name = child_name(trajectory.name, agent)
+        why = _unusable(agent, name, file, base)
+        if why is not None:  # left out, said: its calls go on as subagent calls
+            notes.append(Note(-1, f"subagent {agent[:80]!r} is not replayed: {why}", str(file)))
+            continue
+        child = load(file, name)
+        if child.children:  # one level of children is replayed: its own go on as subagents
+            notes.append(Note(-1, "its own subagents are not replayed (one level is)", str(file)))
+            child = replace(child, children=())
         children.append(Child(agent, child, spawned_by, kind, named_only))
         digest.update(f"{agent}:{child.digest}".encode())
-    if not children:
+    if not children and not notes:
         return trajectory
-    return replace(trajectory, children=tuple(children), digest=digest.hexdigest())
+    return replace(
+        trajectory,
+        children=tuple(children),
+        digest=digest.hexdigest() if children else trajectory.digest,
+        skipped=(*trajectory.skipped, *notes),
+    )
+
+
+def _unusable(agent: str, name: str, file: Path, base: Path) -> str | None:
+    """Why a child's transcript is not replayed, or None."""
+    if not is_valid_name(agent):
+        return "its id is not a name (letters, digits and . _ : - only)"
+    if not is_valid_name(name):
+        return f"the run's name with the child's ({name[:60]!r}...) is longer than a name may be"
+    if not inside(base, file):
+        return f"its file leads out of {base} (a link)"
+    return None
+
+
+def _sessions_root(path: Path) -> Path:
+    """A Codex rollout's sessions tree (its folder three levels up, when those are a date),
+    else its own folder: where its children may be."""
+    day = path.parent
+    dated = [day, day.parent, day.parent.parent]
+    if len(day.parents) >= 3 and all(p.name.isdigit() for p in dated):
+        return day.parents[2]
+    return day
 
 
 def _claude_code(path: Path) -> list[Found]:
@@ -80,16 +115,18 @@ def _claude_code(path: Path) -> list[Found]:
     for file in sorted(folder.iterdir()):
         if file.name.startswith(PREFIX) and file.name.endswith(SUFFIX):
             agent = file.name.removeprefix(PREFIX).removesuffix(SUFFIX)
-            spawned_by, kind = _meta(file.with_name(f"{PREFIX}{agent}{META}"))
-            found.append((agent, file, spawned_by, kind, False))
+            spawned_by, kind, depth = _meta(file.with_name(f"{PREFIX}{agent}{META}"))
+            if depth <= 1:  # a child's own children (spawnDepth 2, ...) are not the root's
+                found.append((agent, file, spawned_by, kind, False))
     return found
 
 
-def _meta(path: Path) -> tuple[str | None, str | None]:
-    """(the spawning tool call's id, the kind of agent) from a child's meta file, when there is
-    one; a meta file that is there but unreadable is an error."""
+def _meta(path: Path) -> tuple[str | None, str | None, int]:
+    """(the spawning tool call's id, the kind of agent, its depth: 1 for a child of the root) from
+    a child's meta file, when there is one; a meta file that is there but unreadable is an
+    error."""
     if not path.is_file():
-        return None, None
+        return None, None, 1
     try:
         meta = json.loads(path.read_bytes())
     except (OSError, ValueError) as exc:
@@ -100,7 +137,10 @@ def _meta(path: Path) -> tuple[str | None, str | None]:
     for key, value in (("toolUseId", spawned_by), ("agentType", kind)):
         if value is not None and not isinstance(value, str):
             raise LoadError(str(path), None, f"{key} is not a string")
-    return spawned_by, kind
+    depth = meta.get("spawnDepth", 1)
+    if not isinstance(depth, int) or isinstance(depth, bool) or not 0 < depth < 2**31:
+        raise LoadError(str(path), None, "spawnDepth is not a whole number of 1 or more")
+    return spawned_by, kind, depth
 
 
 def _codex(path: Path, trajectory: Trajectory) -> list[Found]:
@@ -135,10 +175,9 @@ def _rollout_of(path: Path, thread: str) -> Path | None:
     beside = sorted(path.parent.glob(pattern))
     if beside:
         return beside[0]
-    day = path.parent
-    dated = [day, day.parent, day.parent.parent]
-    if len(day.parents) >= 3 and all(p.name.isdigit() for p in dated):
-        found = sorted(day.parents[2].glob(f"*/*/*/{pattern}"))
+    root = _sessions_root(path)
+    if root != path.parent:
+        found = sorted(root.glob(f"*/*/*/{pattern}"))
         return found[0] if found else None
     return None
 

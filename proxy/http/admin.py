@@ -17,6 +17,7 @@ from proxy.names import is_valid_name
 from proxy.replay.faults import FaultError, parse_plan
 from proxy.replay.restore import PENDING
 from proxy.runtime import Runtime
+from proxy.sessions.children import lane_session
 from proxy.sessions.registry import branch_point
 from proxy.sessions.status import faults, phase, restore_of
 from proxy.store.state import SessionState
@@ -182,8 +183,13 @@ async def put_session(request: Request, session: str) -> dict[str, Any]:
 
 @router.delete("/sessions/{session}", status_code=204)
 async def delete_session(request: Request, session: str) -> Response:
-    if not await _runtime(request).store.delete(_session_id(session)):
+    """Forget the session, and the lanes of the recorded children it replayed."""
+    store = _runtime(request).store
+    state = await store.get(_session_id(session))
+    if not await store.delete(session):
         raise NotFound(f"no session {session!r}")
+    for agent in sorted(set(state.children.values()) if state is not None else ()):
+        await store.delete(lane_session(session, agent))
     return Response(status_code=204)
 
 

@@ -36,7 +36,7 @@ from proxy.http.recorded import answer_recorded
 from proxy.lineage import lineage_of
 from proxy.offload import Decided
 from proxy.recording.tap import dump_record
-from proxy.replay.conversation import Conversation, Lane, session_id
+from proxy.replay.conversation import Conversation, Lane, session_id, session_problem
 from proxy.replay.engine import (
     Diverged,
     Forward,
@@ -125,7 +125,8 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
 
     # the session a subagent's calls belong to: its root's (an opencode child is a session of
     # its own, whose parent its header names)
-    root = (lineage.parent_session if lineage is not None else None) or session
+    parent = lineage.parent_session if lineage is not None else None
+    root = parent if parent is not None and session_problem(parent) is None else session
     if lane is Lane.SUBAGENT and lineage is not None:
         key = session if root != session else lineage.child  # the live child's own id
         child = await runtime.sessions.child_for(root, key, conv)
@@ -229,6 +230,9 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
     if call.root is not None and isinstance(decision, Forward) and not runtime.strict:
         await handoff.child_fenced(call, call.root, decision)
     refused = runtime.strict and isinstance(decision, Forward)  # strict mode never goes live
+    lanes = None  # a root with replayed children: their verdicts are part of its own
+    if call.root is None and state is not None and state.children and state.restore is None:
+        lanes = await runtime.sessions.lanes(call.session, state)
     state, fault, settled = await runtime.sessions.record(
         call.session,
         call.lane,
@@ -238,6 +242,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         upstream=call.upstream() if isinstance(decision, Forward) and not refused else None,
         refused=refused,
         script=script,
+        lanes=lanes,
     )
     if settled:
         handoff.settled(call, state.restore)
@@ -289,7 +294,9 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             f"strict replay: session {call.session} has no recording to replay (--mode strict never "
             "forwards upstream); bind one with x-replay-trajectory, by its task, or the admin API"
         )
-    if state.restore is not None and decision.reason is not ForwardReason.NO_SCRIPT:
+    # a root's live call is told its cut (a child lane's is its root's business: above)
+    live_root = call.root is None and decision.reason is not ForwardReason.NO_SCRIPT
+    if state.restore is not None and live_root:
         handoff.hand_off(call, state.restore, runtime.sessions.holds_back(state, decision))
     if decided is not None:
         _prepared_elsewhere(call, decided)

@@ -50,13 +50,15 @@ async def child_fenced(call: InFlight, root: str, decision: Forward) -> None:
         call=text,
     )
     await call.runtime.sessions.record_error(call.session, call.lane, error.message)
+    await call.runtime.sessions.child_observed(root, None, refused=error.message)
     raise error
 
 
 def settled(call: InFlight, verdict: dict[str, Any] | None) -> None:
     """The session's replay has ended: its restore verdict, said once in the log and counted."""
     assert verdict is not None
-    call.runtime.metrics.restore(verdict["verdict"])
+    if call.root is None:  # a child lane's own verdict is its root's business, not a session's
+        call.runtime.metrics.restore(verdict["verdict"])
     log.info("session=%s %s", call.session, restore.describe(verdict))
 
 

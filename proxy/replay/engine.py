@@ -203,8 +203,8 @@ def decide(
     )
     seen = NOTHING_SEEN
     if divergence is None:
-        if text_based:
-            seen = observe_text(conv, turns, held, replies, observed_masks, preset)
+        if text_based:  # the whole script's: the observation after turn K is recorded there
+            seen = observe_text(conv, script.turns, held, replies, observed_masks, preset, observed)
         else:
             seen = observe(conv, script, held, observed_masks, preset, observed)
     judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
@@ -352,16 +352,25 @@ def observe_text(
     replies: list[Reply],
     masks: tuple[re.Pattern[str], ...],
     preset: Preset | None = None,
+    observed: int | None = None,
 ) -> Observations:
-    """A text-based script: the user messages after the newest held turn are its observation,
-    compared with the one recorded before the due turn (older ones were compared when they were
-    newest). Once the script is used up the session is live: nothing is compared."""
-    if held == 0 or held >= len(turns) or not turns[held].follow_up:
+    """A text-based script: the user message after each held turn is its observation, compared
+    with the one recorded before the next turn of the whole script (a branch's cut included).
+    Those after the first `observed` turns were compared by earlier requests (None: the newest
+    only). After the script's last turn nothing was recorded: nothing is compared."""
+    if held == 0:
         return NOTHING_SEEN
-    divergence = _follow_up(
-        conv, turns[held], replies[held - 1], conv.message_count, masks, preset, observation=True
-    )
-    return Observations((), divergence) if divergence is not None else NOTHING_SEEN
+    start = held if observed is None or not 0 <= observed < held else observed + 1
+    for k in range(max(start, 1), held + 1):  # the observation after turn k is turns[k]'s
+        if k >= len(turns) or not turns[k].follow_up:
+            continue
+        before = replies[k].position if k < held and k < len(replies) else conv.message_count
+        divergence = _follow_up(
+            conv, turns[k], replies[k - 1], before, masks, preset, observation=True
+        )
+        if divergence is not None:
+            return Observations((), divergence, held)
+    return Observations((), None, held)
 
 
 def _output(text: str, masks: tuple[re.Pattern[str], ...]) -> Any:

@@ -11,7 +11,9 @@ final answer, or at a divergence of the history.
     restart-only   a result differs, a result never came back, or the history left the script:
                    `first` says where (step, JSON path, both excerpts)
     unverified     nothing differs, but some replayed calls have no recorded output to compare
-                   (a log that keeps no tool output); `unchecked` names them
+                   (a log that keeps no tool output; `unchecked` names them), or a replayed
+                   child's lane had not ended (or ended unverified) when the root's replay did
+                   (`children_unsettled`)
 
 Pure: the session's record (proxy.sessions) holds what the requests showed, and asks this.
 """
@@ -40,6 +42,8 @@ class Restore:
     first: Mapping[str, Any] | None = None  # restart-only: the first mismatch
     unchecked: tuple[str, ...] = ()  # call ids with no recorded output to compare
     children_not_started: tuple[str, ...] = ()  # recorded children no live child replayed
+    # replayed children whose lanes had not ended (or ended unverified) when the root's did
+    children_unsettled: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +54,7 @@ class Restore:
             "unchecked": list(self.unchecked[:UNCHECKED_LISTED]),
             "unchecked_count": len(self.unchecked),
             "children_not_started": list(self.children_not_started),
+            "children_unsettled": list(self.children_unsettled),
         }
 
 
@@ -61,13 +66,15 @@ def judge(
     observation: Mapping[str, Any] | None,
     divergence: Mapping[str, Any] | None,
     not_started: Sequence[Child] = (),
+    lanes: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> Restore:
     """The verdict for a session of `script` handed off after `handoff` turns. `returned`: the
     scripted call ids whose results the harness sent; `observation`: the first tool result
     unlike the recorded output (proxy.replay.engine.observe), its children's included;
     `divergence`: the first difference of the history, when the session left the script;
     `not_started`: recorded children of those turns that no live child replayed (their work is
-    not in the workspace as recorded)."""
+    not in the workspace as recorded); `lanes`: each replayed child's own verdict, by its agent
+    id (None: its lane has not ended yet)."""
     turns = script.turns[:handoff]
     calls = [(turn.number, call) for turn in turns for call in turn.tool_calls]
     missing = tuple(c.agent for c in not_started)
@@ -88,6 +95,11 @@ def judge(
             "actual": "no subagent with this task",
         }
         return Restore(RESTART_ONLY, handoff, len(calls), first, (), missing)
+    lanes = lanes or {}
+    for agent, lane in lanes.items():
+        if lane is not None and lane.get("verdict") == RESTART_ONLY:
+            first = {**(lane.get("first_mismatch") or {}), "lane": "subagent", "child": agent}
+            return Restore(RESTART_ONLY, handoff, len(calls), first)
     got = returned if isinstance(returned, set | frozenset) else set(returned)
     for number, call in calls:
         if call.id not in got:
@@ -106,8 +118,10 @@ def judge(
                 },
             )
     unchecked = tuple(c.id for _, c in calls if c.id not in script.tool_outputs)
-    if unchecked:
-        return Restore(UNVERIFIED, handoff, len(calls), None, unchecked)
+    pending = tuple(sorted(a for a, lane in lanes.items() if lane is None))
+    unsure = tuple(sorted(a for a, lane in lanes.items() if lane and lane["verdict"] != RESTORED))
+    if unchecked or pending or unsure:
+        return Restore(UNVERIFIED, handoff, len(calls), None, unchecked, (), pending + unsure)
     return Restore(RESTORED, handoff, len(calls))
 
 
@@ -126,6 +140,11 @@ def describe(verdict: Mapping[str, Any]) -> str:
             f": step {first.get('turn')}, {first.get('reason')} at {where} "
             f"(recorded: {str(first.get('expected'))[:120]!r}, "
             f"now: {str(first.get('actual'))[:120]!r})"
+        )
+    elif verdict.get("children_unsettled"):
+        said += (
+            f": the replayed subagents {', '.join(verdict['children_unsettled'])} had not ended "
+            "their recorded turns as recorded when the root's replay did"
         )
     elif verdict.get("unchecked_count"):
         said += (

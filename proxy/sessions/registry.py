@@ -18,7 +18,7 @@ session binds; a request that asks for another K later is refused, and the state
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from proxy.errors import BadRequest, NotFound, ProxyError, TrajectoryUnusable
@@ -207,7 +207,7 @@ class Sessions:
         agent = state.children.get(key)
         if agent is None:
             said = children.prompts(conv)
-            candidate = children.choose(script, said, state.children)
+            candidate = children.choose(script, said, state.children, state)
             if candidate is None:
                 return None
             chosen: list[str] = []
@@ -216,7 +216,7 @@ class Sessions:
                 chosen.clear()
                 known = s.children.get(key)
                 if known is None:  # a concurrent child may have taken the candidate
-                    known = children.choose(script, said, s.children)
+                    known = children.choose(script, said, s.children, s)
                     if known is not None:
                         s.children[key] = known
                 if known is not None:
@@ -228,19 +228,32 @@ class Sessions:
             agent = chosen[0]
         return children.lane_session(session, agent), children.script_name(script, agent)
 
-    async def child_observed(self, root: str, decision: Decision) -> None:
-        """A child lane's tool result unlike the recorded one, or its history leaving its
-        script: the root's restore verdict counts it, as the child's work is part of the run."""
-        unlike = decision.observations.divergence
-        if isinstance(decision, Diverged) and unlike is None:
-            unlike = decision.divergence
-        if unlike is None:
+    async def lanes(self, root: str, state: SessionState) -> dict[str, dict[str, Any] | None]:
+        """The own verdict of each recorded child a live child replays (None: its lane has not
+        ended), by agent id: the root's verdict waits on nothing, and says so."""
+        found: dict[str, dict[str, Any] | None] = {}
+        for agent in sorted(set(state.children.values())):
+            lane = await self.store.get(children.lane_session(root, agent))
+            found[agent] = lane.restore if lane is not None else None
+        return found
+
+    async def child_observed(
+        self, root: str, decision: Decision | None, *, refused: str | None = None
+    ) -> None:
+        """A child lane that left its recording: a tool result unlike the recorded one, its
+        history leaving its script, a call past its recorded turns (live, or `refused` by the
+        fence). The root's restore verdict counts it, as the child's work is part of the run;
+        after the root's verdict was settled it can only make it worse."""
+        noted = _left(decision, refused)
+        if noted is None:
             return
-        noted = {**unlike.as_dict(), "at": time.time(), "lane": "subagent"}
+        noted = {**noted, "at": time.time(), "lane": "subagent"}
 
         def note(s: SessionState) -> None:
-            if s.restore is None and s.observation is None:
+            if s.observation is None:
                 s.observation = noted
+            if s.restore is not None and s.restore.get("verdict") != restore.RESTART_ONLY:
+                s.restore = {**s.restore, "verdict": restore.RESTART_ONLY, "first_mismatch": noted}
 
         await self.store.update(root, note, now=time.time())
 
@@ -320,6 +333,7 @@ class Sessions:
         refused: bool = False,
         lineage: Lineage | None = None,
         script: Trajectory | None = None,
+        lanes: Mapping[str, Mapping[str, Any] | None] | None = None,
     ) -> Outcome:
         """Count what a request got, and fire the fault planned for its turn, if one is left.
         `decision` is None for requests outside the main lane; `messages` is the request's
@@ -327,7 +341,8 @@ class Sessions:
         `upstream` where it is forwarded, when that depends on the session. `refused`: strict
         mode turned away a request it would otherwise have forwarded (an error, never counted
         as forwarded). `lineage`: a subagent's request, whose child and parent the status lists.
-        `script`: the main lane's script, whose restore verdict is settled when the replay ends."""
+        `script`: the main lane's script, whose restore verdict is settled when the replay ends;
+        `lanes`: its replayed children's own verdicts (Sessions.lanes)."""
         now = time.time()
         fired: list[Fault] = []
         settled: list[bool] = []
@@ -339,20 +354,25 @@ class Sessions:
         plain = event["source"], event["detail"]
 
         def change(s: SessionState) -> None:
+            # a store may run the change again (a Redis transaction retried): from the start
             settled.clear()
-            if fired:  # a store may run the change again (a Redis transaction retried)
-                fired.clear()
-                event["source"], event["detail"] = plain
+            fired.clear()
+            event["source"], event["detail"] = plain
             if refused:
                 s.errors += 1
                 return
             if decision is not None:
                 observed(s, decision, now)
-                if script is not None and s.restore is None and settle(s, decision, script, now):
+                if (
+                    script is not None
+                    and s.restore is None
+                    and settle(s, decision, script, now, lanes)
+                ):
                     settled.append(True)
                     verdict = f"restore: {s.restore['verdict']}"  # type: ignore[index]
                     event["detail"] = f"{event['detail']}; {verdict}".lstrip("; ")
-                if isinstance(decision, Forward) and self.holds_back(s, decision):
+                root = lane is not Lane.SUBAGENT  # a child lane's cut is its root's
+                if isinstance(decision, Forward) and root and self.holds_back(s, decision):
                     s.errors += 1  # refused its hand-off: not live, nothing forwarded
                     event["source"] = "refused"
                     event["detail"] = f"{event['detail']}; --require-restored: not handed off"
@@ -463,6 +483,39 @@ def _fire(s: SessionState, plan: tuple[Fault, ...], turn: int, now: float) -> Fa
 
 
 INJECTED_KEPT = 200  # a session's status lists its latest injections
+
+
+def _left(decision: Decision | None, refused: str | None) -> dict[str, Any] | None:
+    """How a child lane's request left its recording, as a mismatch of its root; None when it
+    did not."""
+    if refused is not None:
+        return {"kind": "child", "reason": refused, "path": "", "expected": "", "actual": ""}
+    if decision is None:
+        return None
+    unlike = decision.observations.divergence
+    if unlike is None and isinstance(decision, Diverged):
+        unlike = decision.divergence
+    if unlike is None and isinstance(decision, Forward):
+        if decision.reason is ForwardReason.NO_SCRIPT:
+            return None
+        unlike = decision.divergence
+        if unlike is None:
+            return _past(decision.held, f"went live ({decision.reason})")
+    if unlike is None and isinstance(decision, Stop):
+        return _past(decision.total, "was answered --after-script stop's final turn")
+    return unlike.as_dict() if unlike is not None else None
+
+
+def _past(held: int, what: str) -> dict[str, Any]:
+    return {
+        "turn": held + 1,
+        "kind": "child",
+        "reason": f"a subagent asked for more than its {held} recorded turns and {what}: its "
+        "work from there is not the recorded run's",
+        "path": "",
+        "expected": f"at most {held} turns",
+        "actual": f"turn {held + 1}",
+    }
 
 
 def _subagent(s: SessionState, lineage: Lineage, now: float) -> None:

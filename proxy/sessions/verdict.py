@@ -6,6 +6,9 @@ what the state and the decision say."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from proxy.replay import restore
 from proxy.replay.engine import Decision, Diverged, Forward, ForwardReason, Scripted, Stop
 from proxy.replay.trajectory import Trajectory
@@ -27,11 +30,18 @@ def observed(s: SessionState, decision: Decision, now: float) -> None:
             s.observation = {**observed.as_dict(), "at": now}
 
 
-def settle(s: SessionState, decision: Decision, script: Trajectory, now: float) -> bool:
+def settle(
+    s: SessionState,
+    decision: Decision,
+    script: Trajectory,
+    now: float,
+    lanes: Mapping[str, Mapping[str, Any] | None] | None = None,
+) -> bool:
     """The restore verdict, once the replay ends: at the hand-off (the first live call), at an
     --after-script stop, at the script's last turn when it is a final answer (the harness ends
     its run there), or at a divergence (the history left the script: it cannot be a restore,
-    whatever comes after)."""
+    whatever comes after). `lanes`: the replayed children's own verdicts, by agent id (None:
+    not ended yet)."""
     divergence = s.divergence
     if isinstance(decision, Forward):
         if decision.reason is ForwardReason.NO_SCRIPT:
@@ -58,6 +68,7 @@ def settle(s: SessionState, decision: Decision, script: Trajectory, now: float) 
         observation=s.observation,
         divergence=divergence,
         not_started=children.not_started(script, s.children, handoff),
+        lanes={agent: (lanes or {}).get(agent) for agent in s.children.values()},
     )
     s.restore = {**verdict.as_dict(), "at": now}
     return True

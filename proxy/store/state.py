@@ -131,8 +131,15 @@ class SessionState:
         self.live_reason = None
         self.live_after_turn = None
         self.divergence = None
-        self.restore = None
+        # what the replay of another script showed is not this one's (a script PUT again); the
+        # counts are the session's history, and stay
+        self.prefix_messages = None
+        self.results_returned = []
         self.results_checked = 0
+        self.observation = None
+        self.recorded_used = []
+        self.children = {}
+        self.restore = None
 
     @property
     def turns_planned(self) -> int:

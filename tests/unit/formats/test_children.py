@@ -121,3 +121,31 @@ def test_an_opencode_task_childs_session_is_read_from_its_export_beside_the_root
     [child] = load_file(root).children
     assert child.agent == "ses_dbd9a7ffbffeSj5kZfjh7ur0uY" and child.spawned_by == "call_oc_3"
     assert child.task == "Count the lines of existing.txt and report back." and not child.named_only
+
+
+def test_children_that_cannot_be_replayed_are_left_out_with_a_note(tmp_path: Path) -> None:
+    """A child's own child (spawnDepth 2), a file that links out of the run's folder: the run
+    still loads, without them, and says so."""
+    path = layout(tmp_path / "run")
+    children = path.parent / "sess" / "subagents"
+    shutil.copy(FIXTURES / "subagent.jsonl", children / "agent-b00000000000000b.jsonl")
+    (children / "agent-b00000000000000b.meta.json").write_text(
+        '{"toolUseId": "toolu_in_the_child", "agentType": "general-purpose", "spawnDepth": 2}'
+    )
+    outside = tmp_path / "elsewhere.jsonl"
+    shutil.copy(FIXTURES / "subagent.jsonl", outside)
+    (children / "agent-c00000000000000c.jsonl").symlink_to(outside)
+    run = load_file(path)
+    assert [c.agent for c in run.children] == [AGENT]
+    [linked] = [n for n in run.skipped if "c00000000000000c" in n.reason]
+    assert "leads out of" in linked.reason
+
+
+def test_a_run_named_too_long_for_its_childrens_names_leaves_them_out(tmp_path: Path) -> None:
+    path = layout(tmp_path)
+    long = tmp_path / f"{'x' * 190}.jsonl"
+    path.rename(long)
+    (tmp_path / "sess").rename(tmp_path / ("x" * 190))
+    run = load_file(long)
+    assert run.children == ()
+    assert any("longer than a name may be" in n.reason for n in run.skipped)

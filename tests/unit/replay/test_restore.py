@@ -3,6 +3,9 @@ replayed turn's tool results are compared once, even those a request shows sever
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from proxy.replay.engine import Forward, Scripted, decide
 from proxy.replay.normalize import normalize
 from proxy.replay.presets import BY_NAME
@@ -100,3 +103,32 @@ def test_claude_codes_agent_result_differs_between_runs_only_in_its_per_run_valu
 
     assert applied(one) == applied(other)
     assert applied(one) != applied(one.replace("tool_uses: 1", "tool_uses: 2"))
+
+
+def test_a_text_based_scripts_observation_at_the_cut_is_compared() -> None:
+    """A harness that calls its tools through text: the observation it sends after turn K is
+    compared with the one recorded before turn K+1, so a branch's hand-off is checked too."""
+    from proxy.apis.chat import parse_chat
+    from proxy.formats import load_bytes
+
+    recorded = [
+        {"role": "system", "content": "Answer with one bash block."},
+        {"role": "user", "content": "List the files."},
+        {"role": "assistant", "content": "```bash\nls\n```"},
+        {"role": "user", "content": "notes.txt"},
+        {"role": "assistant", "content": "```bash\ncat notes.txt\n```"},
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "Done."},
+    ]
+    text = load_bytes(json.dumps(recorded).encode(), name="t", source="t.json")
+    assert text.text_based
+
+    def sent(observation: str) -> Any:
+        return parse_chat(
+            {"model": "m", "messages": [*recorded[:3], {"role": "user", "content": observation}]}
+        )
+
+    cut = decide(sent("secrets.txt"), text, branch=1, observed=0)
+    assert isinstance(cut, Forward) and cut.observations.divergence is not None
+    assert cut.observations.divergence.turn == 1
+    assert decide(sent("notes.txt"), text, branch=1, observed=0).observations.divergence is None

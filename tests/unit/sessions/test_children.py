@@ -17,6 +17,7 @@ from proxy.sessions import children
 from proxy.sessions.library import Library
 from proxy.sessions.registry import Sessions
 from proxy.store.memory import MemoryStore
+from proxy.store.state import SessionState
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
 
@@ -60,15 +61,39 @@ def asked(*texts: str) -> Conversation:
     return parse_chat({"model": "m", "messages": messages, "tools": TOOLS})
 
 
+def replaying(run: Trajectory, planned: int | None = None) -> SessionState:
+    """A root session bound to `run`, replaying its first `planned` turns (all: None)."""
+    state = SessionState(id="root", created=0.0, last_seen=0.0)
+    state.bind(name=run.name, digest=run.digest, source="header", task_match=True,
+               turns=len(run.turns), replay_turns=planned)  # fmt: skip
+    return state
+
+
 def test_parallel_children_find_their_own_recorded_child_in_any_order() -> None:
     run = run_with_two_children()
+    root = replaying(run)
     # the second child asks first; a harness's reminder comes before its prompt
     said = children.prompts(asked("<system-reminder>today</system-reminder>", "Check the docs."))
-    assert children.choose(run, said, {}) == "bbb"
-    assert children.choose(run, children.prompts(asked("Check the tests.")), {"x": "bbb"}) == "aaa"
+    assert children.choose(run, said, {}, root) == "bbb"
+    tests = children.prompts(asked("Check the tests."))
+    assert children.choose(run, tests, {"x": "bbb"}, root) == "aaa"
     # once bound, a recorded child is not taken again; a prompt no child had takes none
-    assert children.choose(run, said, {"x": "bbb"}) is None
-    assert children.choose(run, children.prompts(asked("Something else.")), {}) is None
+    assert children.choose(run, said, {"x": "bbb"}, root) is None
+    assert children.choose(run, children.prompts(asked("Something else.")), {}, root) is None
+
+
+def test_a_child_a_live_turn_spawned_after_the_cut_is_the_live_models() -> None:
+    """Cut before the spawning turn: a subagent asked the recorded child's task is not given the
+    recorded child's turns; nor, once the root went live, is a child whose spawn is unknown."""
+    run = run_with_two_children()
+    said = children.prompts(asked("Check the docs."))
+    assert children.choose(run, said, {}, replaying(run, 0)) is None
+    unknown = replace(run, children=tuple(replace(c, spawned_by=None) for c in run.children))
+    before, after = replaying(unknown), replaying(unknown)
+    after.prefix_messages = 4  # its first live call was made
+    assert children.choose(unknown, said, {}, before) == "bbb"
+    assert children.choose(unknown, said, {}, after) is None
+    assert children.not_started(unknown, {}, 1) == []  # when it was due cannot be told
 
 
 def test_children_spawned_before_the_cut_and_never_started_are_named() -> None:

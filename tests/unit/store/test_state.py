@@ -124,6 +124,10 @@ def test_binding_sets_the_script_and_clears_what_a_live_session_had() -> None:
     assert (state.live_since, state.live_reason, state.live_after_turn) == (None, None, None)
     assert state.divergence is None
     assert state.turns_served == 2 and state.divergences == 1  # counts are history: kept
+    # what the replay of the old script showed is not the new one's: its cut, results, verdict
+    assert (state.prefix_messages, state.observation, state.restore) == (None, None, None)
+    assert (state.results_returned, state.results_checked, state.children) == ([], 0, {})
+    assert state.recorded_used == []
 
 
 @pytest.mark.parametrize(

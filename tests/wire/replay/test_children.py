@@ -83,8 +83,15 @@ def child_run(c: anthropic.Anthropic, task: str, output: Callable[[str], str]) -
         ]
 
 
+Child = Callable[[anthropic.Anthropic, str, Callable[[str], str]], list[str]]
+
+
 def root_run(
-    c: anthropic.Anthropic, child_output: Callable[[str], str], *, child: bool = True
+    c: anthropic.Anthropic,
+    child_output: Callable[[str], str],
+    *,
+    child: bool = True,
+    runs: Child | None = None,
 ) -> tuple[Any, Any, list[str]]:
     """The root's loop, running the child when the root's Agent call asks for it; (the last
     answer, its headers, the child's turns)."""
@@ -101,7 +108,7 @@ def root_run(
                 outputs.append((call.id, OUTPUTS[call.id]))
                 continue
             if child:
-                child_turns = child_run(c, call.input["prompt"], child_output)
+                child_turns = (runs or child_run)(c, call.input["prompt"], child_output)
             report = (
                 f"agentId: {LIVE_CHILD} (use SendMessage with to: '{LIVE_CHILD}', summary: "
                 "'<5-10 word recap>' to continue this agent)\n<usage>subagent_tokens: 57\n"
@@ -360,3 +367,91 @@ def test_an_opencode_child_session_replays_its_own_export_bound_by_its_parent_he
     assert child["agent"] == CHILD_SESSION and child["spawned_by"] == "call_oc_3"
     assert child["live_child"] == "ses_live_child"
     assert status["restore"]["verdict"] == "restored", status["restore"]
+
+
+def test_a_subagent_a_live_turn_spawns_after_the_cut_is_the_live_models(
+    proxy: ProxyFactory, transcript: Path, upstream: tuple[Any, str]
+) -> None:
+    """Cut at turn 1, before the recorded Agent call: a child asked the recorded child's task
+    afterwards is live work, not the recording's."""
+    from tests.helpers.servers import anthropic_text
+
+    fake, upstream_url = upstream
+    fake.then(anthropic_text("live root turn"), anthropic_text("live child answer"))
+    with proxy(trajectory=[transcript], replay_turns=1, upstream=upstream_url) as url:
+        root = url.removesuffix("/v1")
+        c = anthropic.Anthropic(base_url=f"{root}/s/cc-5", api_key="sk-ant-x", max_retries=0)
+        messages = [user(REMINDER, "Set up the greeting files in this repository.")]
+        answer, headers = ask(c, messages)
+        assert headers["x-replay-turn"] == "1/1"
+        messages += [
+            {"role": "assistant", "content": [b.model_dump() for b in answer.content]},
+            results([(b.id, OUTPUTS[b.id]) for b in answer.content if b.type == "tool_use"]),
+        ]
+        _, headers = ask(c, messages)  # the cut: live
+        child = [user(REMINDER, "Count the lines of existing.txt and report back.")]
+        _, child_headers = ask(c, child, **{"x-claude-code-agent-id": LIVE_CHILD})
+        status = httpx.get(f"{root}/replay/sessions/cc-5").json()
+    assert headers["x-replay-source"] == "upstream"
+    assert child_headers["x-replay-source"] == "upstream"
+    assert status["children"][0]["live_child"] is None
+
+
+def test_a_child_lane_that_goes_past_its_recording_makes_the_run_restart_only(
+    proxy: ProxyFactory, transcript: Path, upstream: tuple[Any, str]
+) -> None:
+    from tests.helpers.servers import anthropic_text
+
+    fake, upstream_url = upstream
+    fake.then(anthropic_text("the child goes on, live"), anthropic_text("the root goes on"))
+
+    def child_and_more(
+        c: anthropic.Anthropic, task: str, output: Callable[[str], str]
+    ) -> list[str]:
+        turns = child_run(c, task, output)
+        # one more call after its recorded final answer: past its recording
+        call = {"type": "tool_use", "id": "toolu_sub_1", "name": "Bash", "input": {}}
+        messages = [
+            user(REMINDER, task),
+            {"role": "assistant", "content": [call]},
+            results([("toolu_sub_1", OUTPUTS["toolu_sub_1"])]),
+            {"role": "assistant", "content": "existing.txt has 1 line."},
+            user("And the other files?"),
+        ]
+        _, headers = ask(c, messages, **{"x-claude-code-agent-id": LIVE_CHILD})
+        return [*turns, headers["x-replay-source"]]
+
+    with proxy(trajectory=[transcript], replay_turns=3, upstream=upstream_url) as url:
+        root = url.removesuffix("/v1")
+        c = anthropic.Anthropic(base_url=f"{root}/s/cc-6", api_key="sk-ant-x", max_retries=0)
+        _, _, child_turns = root_run(c, OUTPUTS.__getitem__, runs=child_and_more)
+        verdict = httpx.get(f"{root}/replay/sessions/cc-6/restore").json()
+    assert child_turns[-1] == "upstream"
+    assert verdict["verdict"] == "restart-only", verdict
+    assert verdict["first_mismatch"]["lane"] == "subagent"
+    assert verdict["first_mismatch"]["kind"] == "child"
+
+
+def test_the_root_does_not_read_restored_while_a_child_has_not_ended(
+    proxy: ProxyFactory, rollout: Path
+) -> None:
+    """Codex's spawn returns at once: a cut right after it finds the child's lane mid-way."""
+    import openai
+
+    root_headers = {"session-id": "cx-2", "thread-id": "live-root"}
+    child_headers = {"session-id": "cx-2", "thread-id": "live-child",
+                     "x-openai-subagent": "collab_spawn", "x-codex-parent-thread-id": "live-root"}  # fmt: skip
+
+    def run_call(call: Any) -> str:
+        if call.name == "spawn_agent":  # the child makes its first call only, for now
+            message = json.loads(call.arguments)["message"]
+            codex_loop(c, message, child_headers, lambda o: CODEX_OUTPUTS[o.call_id], 1)
+        return CODEX_OUTPUTS[call.call_id]
+
+    with proxy(trajectory=[rollout], replay_turns=2, after_script="stop", fence=True) as url:
+        c = openai.OpenAI(base_url=url, api_key="sk-x", max_retries=0)
+        task = "Set up the greeting files in this repository."
+        codex_loop(c, task, root_headers, run_call, 4)
+        verdict = httpx.get(url.removesuffix("/v1") + "/replay/sessions/cx-2/restore").json()
+    assert verdict["verdict"] == "unverified", verdict
+    assert verdict["children_unsettled"] == [CHILD_THREAD]
