@@ -87,6 +87,9 @@ class Api:
     adds_v1: str = "this client adds"
     # its paths also take a WebSocket, whose frames are its requests (proxy.apis.responses_socket)
     socket: bool = False
+    # what a stream event that carries a tool call holds: a cut answer (the drop fault) stops
+    # before it, since a harness that runs calls as they stream in would run it, then retry
+    call_event: bytes = b""
 
     def read(self, raw: bytes, path: str, query: str) -> tuple[dict[str, Any], Conversation]:
         """A request body: the JSON object, and the Conversation the decision reads."""
@@ -164,6 +167,7 @@ CHAT = Api(
     clean=lambda _: None,
     read_answer=lambda raw, stream: chat.read_answer(raw, stream=stream),
     file=FileShape(lambda _: False, chat.marks, None),  # the loader's own forms
+    call_event=b'"tool_calls"',
 )
 RESPONSES = Api(
     name="responses",
@@ -185,6 +189,7 @@ RESPONSES = Api(
         responses_history.holds, responses_history.marks, responses_history.read, text=True
     ),
     socket=True,
+    call_event=b'"function_call"',
 )
 ANTHROPIC = Api(
     name="anthropic",
@@ -202,6 +207,7 @@ ANTHROPIC = Api(
     error_shape="Anthropic",
     adds_v1="the Anthropic SDK and Claude Code add",
     file=FileShape(anthropic_history.holds, anthropic_history.marks, anthropic_history.read),
+    call_event=b'"tool_use"',
 )
 GEMINI = Api(
     name="gemini",
@@ -225,6 +231,7 @@ GEMINI = Api(
     claims=gemini.claims,
     target=gemini.target,
     file=FileShape(gemini_history.holds, None, gemini_history.read),
+    call_event=b'"functionCall"',
 )
 APIS = (CHAT, RESPONSES, ANTHROPIC, GEMINI)
 BY_NAME = {api.name: api for api in APIS}

@@ -426,7 +426,10 @@ def _answer(
             await tap.rendered(parts, stream=conv.stream, message=message, turn=label)
 
     if fault is not None:
-        return faulted(fault, parts, headers, content_type=content_type, on_complete=on_complete)
+        return faulted(
+            fault, parts, headers, content_type=content_type, on_complete=on_complete,
+            call_event=api.call_event,
+        )  # fmt: skip
     return rendered(parts, headers, content_type=content_type, on_complete=on_complete)
 
 

@@ -58,9 +58,11 @@ def faulted(
     *,
     content_type: bytes,
     on_complete: OnComplete | None,
+    call_event: bytes = b"",
 ) -> Response:
     """The answer, delayed, stalled or cut as the fault says. For a cut, `on_complete` runs
-    when the cut is made (it records the fault)."""
+    when the cut is made (it records the fault); `call_event`: what an event carrying a tool
+    call holds in this API (the cut stops before the first)."""
     seconds = fault.seconds or 0.0
     if fault.kind is Kind.DELAY:
         return Delayed(
@@ -73,7 +75,7 @@ def faulted(
         stalled = EventSourceResponse(_stalled(parts, seconds, on_complete), ping=0)
         stalled.raw_headers.extend(headers)
         return stalled
-    return Shaped(fault, parts, headers, content_type, on_complete)
+    return Shaped(fault, parts, headers, content_type, on_complete, call_event)
 
 
 async def wait_or_gone(receive: Receive, seconds: float) -> bool:
@@ -104,7 +106,7 @@ async def _stalled(
 
 class Shaped(Response):
     """A stall of a JSON answer (headers, then the body after the stall), or a cut (a stream
-    after half its events, a JSON answer after its headers)."""
+    after half its events and before its first tool call, a JSON answer after its headers)."""
 
     def __init__(
         self,
@@ -113,9 +115,11 @@ class Shaped(Response):
         headers: list[tuple[bytes, bytes]],
         content_type: bytes,
         on_complete: OnComplete | None,
+        call_event: bytes = b"",
     ) -> None:
         self.fault = fault
         self.parts = parts
+        self.call_event = call_event
         self.on_complete = on_complete
         self.status_code = 200
         self.background = None
@@ -132,7 +136,12 @@ class Shaped(Response):
         if self.fault.kind is Kind.DROP:
             kept: Sequence[bytes] = ()
             if self.stream and len(self.parts) > 1:
-                kept = self.parts[: len(self.parts) // 2]
+                # half its events, never a tool call's: a harness that runs a call as soon as
+                # it has streamed in would run it, then retry the turn and run it again
+                marker = self.call_event
+                first = next((i for i, p in enumerate(self.parts) if marker and marker in p), None)
+                half = len(self.parts) // 2
+                kept = self.parts[: half if first is None else min(half, first)]
             elif self.stream and self.parts:  # one event (a Gemini text turn): never its end
                 event = self.parts[0]
                 finish = event.find(b'"finishReason"')

@@ -190,6 +190,28 @@ def test_a_dropped_stream_breaks_off_and_the_retry_gets_the_turn(
     assert any("fault drop injected" in r.getMessage() for r in caplog.records)
 
 
+def test_a_dropped_stream_never_holds_a_tool_call(proxy: ProxyFactory, script: Path) -> None:
+    """Turn 2 is a call alone: half its events (the role, the call, the finish, the usage) would
+    hold the whole call, which a harness that runs calls as they stream in would run, then run
+    again on the retry. The cut comes before it."""
+    with proxy(trajectory=[script], fault=["2:drop"]) as url:
+        c = client(url, **{"x-session-affinity": "cut-2"})
+        first, _ = agent_step(c, start_messages(), stream=True)
+        messages = start_messages()
+        follow(messages, first)
+        messages.append({"role": "user", "content": "Remember to use ls -la."})
+        got: list[Any] = []
+        with pytest.raises((httpx.RemoteProtocolError, openai.APIConnectionError)):
+            for chunk in c.chat.completions.create(
+                model="m", messages=messages, tools=TOOLS, stream=True,
+                stream_options={"include_usage": True},
+            ):  # fmt: skip
+                got.append(chunk)
+        again, headers = agent_step(c, messages, stream=True)
+    assert got and not any(ch.choices and ch.choices[0].delta.tool_calls for ch in got)
+    assert headers["x-replay-turn"] == "2/2" and again["tool_calls"][0]["id"] == "call_B"
+
+
 def test_a_dropped_json_answer_is_retried_by_the_sdk(proxy: ProxyFactory, script: Path) -> None:
     with proxy(trajectory=[script], fault=["1:drop"]) as url:
         bare = client(url, **{"x-session-affinity": "json-cut"})
