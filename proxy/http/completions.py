@@ -248,6 +248,8 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         handoff.settled(call, state.restore)
     if call.root is not None:
         await runtime.sessions.child_observed(call.root, decision)
+        if settled:  # the root's verdict may have been waiting for this child's lane
+            handoff.root_settled(call, await runtime.sessions.child_settled(call.root))
     unlike = decision.observations.divergence
     if unlike is not None:
         count(runtime, unlike)

@@ -62,6 +62,13 @@ def settled(call: InFlight, verdict: dict[str, Any] | None) -> None:
     log.info("session=%s %s", call.session, restore.describe(verdict))
 
 
+def root_settled(call: InFlight, verdict: dict[str, Any] | None) -> None:
+    """A child lane's end settled its root's verdict, which was waiting for it."""
+    if verdict is not None and call.root is not None:
+        call.runtime.metrics.restore(verdict["verdict"])
+        log.info("session=%s %s", call.root, restore.describe(verdict))
+
+
 def hand_off(call: InFlight, verdict: dict[str, Any], held_back: bool) -> None:
     """A live call after the replay: the client and the upstream are told where the run was cut
     and whether it was restored (x-replay-handoff-turn, x-replay-restore; {handoff_turn} and

@@ -12,8 +12,8 @@ final answer, or at a divergence of the history.
                    `first` says where (step, JSON path, both excerpts)
     unverified     nothing differs, but some replayed calls have no recorded output to compare
                    (a log that keeps no tool output; `unchecked` names them), or a replayed
-                   child's lane had not ended (or ended unverified) when the root's replay did
-                   (`children_unsettled`)
+                   child's lane ended unverified (`children_unsettled`); while a child's lane
+                   has not ended the verdict waits (proxy.sessions.verdict)
 
 Pure: the session's record (proxy.sessions) holds what the requests showed, and asks this.
 """

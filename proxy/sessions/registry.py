@@ -40,7 +40,7 @@ from proxy.replay.trajectory import Trajectory
 from proxy.sessions import children
 from proxy.sessions.library import Library
 from proxy.sessions.status import report
-from proxy.sessions.verdict import observed, settle
+from proxy.sessions.verdict import observed, settle, settle_due
 from proxy.store import Store
 from proxy.store.state import Event, SessionState
 
@@ -236,6 +236,29 @@ class Sessions:
             lane = await self.store.get(children.lane_session(root, agent))
             found[agent] = lane.restore if lane is not None else None
         return found
+
+    async def child_settled(self, root: str) -> dict[str, Any] | None:
+        """A replayed child's lane has ended: its root's verdict, if it was waiting for its
+        children and this was the last (then settled here); None otherwise."""
+        state = await self.store.get(root)
+        if state is None or state.restore is not None or state.restore_due is None:
+            return None
+        script = await self.resolve(state)
+        if script is None:
+            return None
+        lanes = await self.lanes(root, state)
+        if None in lanes.values():
+            return None
+        settled: list[dict[str, Any]] = []
+        now = time.time()
+
+        def change(s: SessionState) -> None:
+            settled.clear()
+            if settle_due(s, script, now, lanes) and s.restore is not None:
+                settled.append(s.restore)
+
+        await self.store.update(root, change, now=now)
+        return settled[0] if settled else None
 
     async def child_observed(
         self, root: str, decision: Decision | None, *, refused: str | None = None

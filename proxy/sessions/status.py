@@ -156,7 +156,13 @@ def restore_of(state: SessionState) -> dict[str, Any] | None:
     if state.script_digest is None:
         return None
     if state.restore is None:
-        return {"verdict": PENDING, "results_checked_turns": state.results_checked}
+        pending: dict[str, Any] = {
+            "verdict": PENDING,
+            "results_checked_turns": state.results_checked,
+        }
+        if state.restore_due is not None:  # the replay ended; replayed children still run
+            pending["waiting_for_children_after_turn"] = state.restore_due
+        return pending
     return {**state.restore, "at": iso(state.restore.get("at"))}
 
 

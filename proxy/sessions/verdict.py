@@ -41,7 +41,7 @@ def settle(
     --after-script stop, at the script's last turn when it is a final answer (the harness ends
     its run there), or at a divergence (the history left the script: it cannot be a restore,
     whatever comes after). `lanes`: the replayed children's own verdicts, by agent id (None:
-    not ended yet)."""
+    not ended yet); while one has not ended, the verdict waits for it (settle_due)."""
     divergence = s.divergence
     if isinstance(decision, Forward):
         if decision.reason is ForwardReason.NO_SCRIPT:
@@ -61,14 +61,43 @@ def settle(
             divergence = decision.divergence.as_dict()
     else:
         return False
-    verdict = restore.judge(
+    ended = {agent: (lanes or {}).get(agent) for agent in s.children.values()}
+    verdict = _judged(s, script, handoff, divergence, ended)
+    if verdict.verdict != restore.RESTART_ONLY and None in ended.values():
+        s.restore_due = handoff  # a child still runs: its lane's end settles the verdict
+        return False
+    s.restore = {**verdict.as_dict(), "at": now}
+    return True
+
+
+def settle_due(
+    s: SessionState, script: Trajectory, now: float, lanes: Mapping[str, Mapping[str, Any] | None]
+) -> bool:
+    """The verdict of a replay that ended while children were still running, once every
+    replayed child's lane has ended."""
+    if s.restore is not None or s.restore_due is None:
+        return False
+    ended = {agent: lanes.get(agent) for agent in s.children.values()}
+    if None in ended.values():
+        return False
+    verdict = _judged(s, script, s.restore_due, s.divergence, ended)
+    s.restore = {**verdict.as_dict(), "at": now}
+    return True
+
+
+def _judged(
+    s: SessionState,
+    script: Trajectory,
+    handoff: int,
+    divergence: Mapping[str, Any] | None,
+    lanes: Mapping[str, Mapping[str, Any] | None],
+) -> restore.Restore:
+    return restore.judge(
         script,
         handoff,
         s.results_returned,
         observation=s.observation,
         divergence=divergence,
         not_started=children.not_started(script, s.children, handoff),
-        lanes={agent: (lanes or {}).get(agent) for agent in s.children.values()},
+        lanes=lanes,
     )
-    s.restore = {**verdict.as_dict(), "at": now}
-    return True

@@ -45,6 +45,9 @@ class SessionState:
     results_checked: int = 0  # the scripted turns whose tool results have been compared
     # the restore verdict (proxy.replay.restore), settled when the replay ends; None: pending
     restore: dict[str, Any] | None = None
+    # the replay ended after this many turns while replayed children were still running: the
+    # verdict is settled when their lanes end (proxy.sessions.verdict)
+    restore_due: int | None = None
     stops: int = 0  # final answers given by --after-script stop
     prefix_messages: int | None = None  # message count of the first live main-lane request
     recorded_used: list[str] = field(default_factory=list)  # strict: <digest>:<index> answered
@@ -94,6 +97,7 @@ class SessionState:
         new.observation_diffs = self.observation_diffs
         new.results_checked = self.results_checked
         new.restore = self.restore  # replaced whole, never changed in place
+        new.restore_due = self.restore_due
         new.stops = self.stops
         new.prefix_messages = self.prefix_messages
         new.recorded_used = list(self.recorded_used)
@@ -140,6 +144,7 @@ class SessionState:
         self.recorded_used = []
         self.children = {}
         self.restore = None
+        self.restore_due = None
 
     @property
     def turns_planned(self) -> int:

@@ -46,6 +46,7 @@ def busy() -> SessionState:
         results_checked=3,
         children={"live-1": "a9aeb050a6110cc3d"},
         restore={"verdict": "restored", "handoff_turn": 3, "at": 2.0},
+        restore_due=3,
         stops=1,
         prefix_messages=7,
         recorded_used=["abc:0", "abc:3"],

@@ -432,26 +432,32 @@ def test_a_child_lane_that_goes_past_its_recording_makes_the_run_restart_only(
     assert verdict["first_mismatch"]["kind"] == "child"
 
 
-def test_the_root_does_not_read_restored_while_a_child_has_not_ended(
+def test_the_roots_verdict_waits_for_a_child_that_has_not_ended(
     proxy: ProxyFactory, rollout: Path
 ) -> None:
-    """Codex's spawn returns at once: a cut right after it finds the child's lane mid-way."""
+    """Codex's spawn returns at once: the root's replay may end before its child's. The verdict
+    is pending until the child's lane ends, then settled with it."""
     import openai
 
     root_headers = {"session-id": "cx-2", "thread-id": "live-root"}
     child_headers = {"session-id": "cx-2", "thread-id": "live-child",
                      "x-openai-subagent": "collab_spawn", "x-codex-parent-thread-id": "live-root"}  # fmt: skip
+    child: list[str] = []
 
     def run_call(call: Any) -> str:
         if call.name == "spawn_agent":  # the child makes its first call only, for now
-            message = json.loads(call.arguments)["message"]
-            codex_loop(c, message, child_headers, lambda o: CODEX_OUTPUTS[o.call_id], 1)
+            child.append(json.loads(call.arguments)["message"])
+            codex_loop(c, child[0], child_headers, lambda o: CODEX_OUTPUTS[o.call_id], 1)
         return CODEX_OUTPUTS[call.call_id]
 
     with proxy(trajectory=[rollout], replay_turns=2, after_script="stop", fence=True) as url:
         c = openai.OpenAI(base_url=url, api_key="sk-x", max_retries=0)
         task = "Set up the greeting files in this repository."
         codex_loop(c, task, root_headers, run_call, 4)
-        verdict = httpx.get(url.removesuffix("/v1") + "/replay/sessions/cx-2/restore").json()
-    assert verdict["verdict"] == "unverified", verdict
-    assert verdict["children_unsettled"] == [CHILD_THREAD]
+        read = url.removesuffix("/v1") + "/replay/sessions/cx-2/restore"
+        waiting = httpx.get(read).json()
+        codex_loop(c, child[0], child_headers, lambda o: CODEX_OUTPUTS[o.call_id], 3)  # it ends
+        settled = httpx.get(read).json()
+    assert waiting["verdict"] == "pending" and waiting["settled"] is False, waiting
+    assert waiting["waiting_for_children_after_turn"] == 2
+    assert settled["verdict"] == "restored" and settled["handoff_turn"] == 2, settled
