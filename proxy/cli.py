@@ -285,7 +285,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
     check.add_argument("--json", action="store_true", help="print the description as JSON")
     convert = commands.add_parser(
-        "convert", help="write trajectory files (any format, harness logs too) as chat JSON"
+        "convert",
+        help="write trajectory files (any format, harness logs and recordings too) as chat JSON "
+        "or as NeMo-Gym rollouts",
     )
     convert.add_argument("files", nargs="+", type=Path, metavar="FILE")
     convert.add_argument(
@@ -294,7 +296,15 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         required=True,
         metavar="OUT",
-        help="a folder, one NAME.json per trajectory; or a .json file for a single trajectory",
+        help="a folder, one NAME.json (NAME.jsonl) per trajectory; or a .json file for a single "
+        "trajectory (with --to nemo-gym, a .jsonl file of one rollout per line)",
+    )
+    convert.add_argument(
+        "--to",
+        choices=["chat", "nemo-gym"],
+        default="chat",
+        help="chat: OpenAI chat messages (the default); nemo-gym: one NeMo-Gym rollout line per "
+        "trajectory, with each call's recorded token ids and logprobs",
     )
     health = _health_arguments(
         commands.add_parser(
@@ -406,7 +416,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     if command == "check":
         return check(args["files"], as_json=args["json"])
     if command == "convert":
-        return convert(args["files"], args["out"])
+        return convert(args["files"], args["out"], args["to"])
     if command == "diff":
         masks = _patterns(args["mask"], args["mask_file"])
         if masks is None:
@@ -465,10 +475,11 @@ def check(files: Sequence[Path], *, as_json: bool = False) -> int:
     return EXIT_BAD_FILE if failed else 0
 
 
-def convert(files: Sequence[Path], out: Path) -> int:
+def convert(files: Sequence[Path], out: Path, to: str = "chat") -> int:
     from proxy.errors import LoadError
     from proxy.formats import load_all
     from proxy.formats.convert import report, write
+    from proxy.formats.rollout import line
 
     loaded: list[Trajectory] = []
     failed = False
@@ -478,7 +489,13 @@ def convert(files: Sequence[Path], out: Path) -> int:
         except LoadError as exc:
             print(str(exc), file=sys.stderr)
             failed = True
-    single = out.suffix == ".json" and not out.is_dir()
+    if to == "nemo-gym" and out.suffix == ".jsonl" and not out.is_dir():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(b"".join(line(t) for t in loaded))
+        for t in loaded:
+            print("\n".join(report(t, out)))
+        return EXIT_BAD_FILE if failed else 0
+    single = to == "chat" and out.suffix == ".json" and not out.is_dir()
     if single and len(loaded) > 1:
         print(
             f"replay-proxy: {out}: {len(loaded)} trajectories to write: give a folder",
@@ -487,12 +504,16 @@ def convert(files: Sequence[Path], out: Path) -> int:
         return EXIT_USAGE
     names: set[str] = set()
     for t in loaded:
-        target = out if single else out / f"{t.name}.json"
+        target = out if single else out / f"{t.name}.{'json' if to == 'chat' else 'jsonl'}"
         if t.name in names:
             print(f"replay-proxy: two trajectories are named {t.name!r}", file=sys.stderr)
             return EXIT_USAGE
         names.add(t.name)
-        write(t, target)
+        if to == "chat":
+            write(t, target)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(line(t))
         print("\n".join(report(t, target)))
     return EXIT_BAD_FILE if failed else 0
 

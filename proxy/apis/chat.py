@@ -6,7 +6,10 @@ Only what the decision reads is checked in a request; everything else is left fo
 and type errors in what is read are a BadRequest naming the JSON path. Stream order (opencode's
 parser needs id, type and function.name on the first chunk of each tool call): role, reasoning,
 content, one delta per tool call with its full arguments, the finish chunk, a usage chunk if asked
-for, [DONE].
+for, [DONE]. A turn's recorded tokens (proxy.replay.tokens) are served where the recording had them:
+NeMo-Gym's on the message (a stream's finish delta), vLLM's `prompt_token_ids` on the body (a
+stream's first chunk) and `token_ids` on the choice, OpenAI's `logprobs` on the choice (a stream's
+finish chunk); an answer read back keeps them on its message, in the same fields.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from proxy.apis.request import malformed, opened, tool_names
 from proxy.errors import BadRequest
 from proxy.replay.content import is_content, text_of
 from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_greeting
+from proxy.replay.tokens import FIELDS, LOGPROBS, PROMPT, VLLM_GENERATION, Tokens
 from proxy.replay.trajectory import Turn
 from proxy.replay.usage import NO_USAGE
 
@@ -136,34 +140,56 @@ def _served_calls(turn: Turn) -> list[dict[str, Any]]:
     ]
 
 
-def chat_message(turn: Turn) -> dict[str, Any]:
+def chat_message(turn: Turn, *, tokens: bool = True) -> dict[str, Any]:
+    """The turn as a chat-form assistant message, with its recorded token fields in the
+    recording's own family (proxy.replay.tokens) unless `tokens` is false."""
     message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
     if turn.reasoning:
         message["reasoning_content"] = turn.reasoning
     if turn.tool_calls:
         message["tool_calls"] = _served_calls(turn)
+    if tokens and turn.tokens is not None:
+        message.update(turn.tokens.message_fields())
     return message
 
 
+def _on_message(tokens: Tokens | None) -> bool:
+    """Whether a served answer carries the tokens on its message (NeMo-Gym's Chat Completions
+    does), rather than on its choice and body (vLLM's, OpenAI's logprobs)."""
+    return tokens is not None and tokens.style == "nemo-gym"
+
+
+def _choice_tokens(tokens: Tokens | None, choice: dict[str, Any], last: bool) -> None:
+    """vLLM's `token_ids` and OpenAI's `logprobs` on a choice (of a stream: its last chunk)."""
+    if tokens is None or not last:
+        return
+    if tokens.style == "vllm":
+        choice[VLLM_GENERATION] = tokens.generation
+    if tokens.entries is not None:
+        choice["logprobs"] = {"content": tokens.entries, "refusal": None}
+
+
 def chat_completion(turn: Turn, *, model: str, completion_id: str, created: int) -> bytes:
-    message = chat_message(turn)
-    return orjson.dumps(
-        {
-            "id": completion_id,
-            "object": "chat.completion",
-            "created": created,
-            "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "finish_reason": finish_reason(turn),
-                    "logprobs": None,
-                }
-            ],
-            "usage": chat_usage(turn),
-        }
-    )
+    tokens = turn.tokens
+    message = chat_message(turn, tokens=_on_message(tokens))
+    choice = {
+        "index": 0,
+        "message": message,
+        "finish_reason": finish_reason(turn),
+        "logprobs": None,
+    }
+    _choice_tokens(tokens, choice, True)
+    body = {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [choice],
+        "usage": chat_usage(turn),
+    }
+    if tokens is not None and tokens.style == "vllm" and tokens.prompt is not None:
+        body[PROMPT] = tokens.prompt
+    return orjson.dumps(body)
 
 
 def chat_stream(
@@ -177,21 +203,30 @@ def chat_stream(
         "model": model,
     }
 
-    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        chunk = {
-            **head,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-        }
-        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+    tokens = turn.tokens
 
-    events = [event({"role": "assistant"})]
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        _choice_tokens(tokens, choice, finish is not None)
+        return b"data: " + orjson.dumps({**head, "choices": [choice]}) + b"\n\n"
+
+    if tokens is not None and tokens.style == "vllm" and tokens.prompt is not None:
+        # vLLM sends the prompt's ids with the first chunk, the generation's with the tokens
+        first = {**head, PROMPT: tokens.prompt, "choices": [
+            {"index": 0, "delta": {"role": "assistant"}, "finish_reason": None, "logprobs": None}
+        ]}  # fmt: skip
+        events = [b"data: " + orjson.dumps(first) + b"\n\n"]
+    else:
+        events = [event({"role": "assistant"})]
     if turn.reasoning:
         events.append(event({"reasoning_content": turn.reasoning}))
     if turn.text:
         events.append(event({"content": turn.text}))
     for i, call in enumerate(_served_calls(turn)):
         events.append(event({"tool_calls": [{"index": i, **call}]}))
-    events.append(event({}, finish_reason(turn)))
+    # NeMo-Gym's fields go on the message; a stream's last delta completes it
+    last = tokens.nemo_gym() if tokens is not None and _on_message(tokens) else {}
+    events.append(event(last, finish_reason(turn)))
     if include_usage:
         usage = {**head, "choices": [], "usage": chat_usage(turn)}
         events.append(b"data: " + orjson.dumps(usage) + b"\n\n")
@@ -207,9 +242,10 @@ def read_answer(raw: bytes, *, stream: bool) -> Assembled:
         try:
             body = orjson.loads(raw)
             choice = body["choices"][0]
-            return Assembled(
-                choice.get("message"), choice.get("finish_reason"), body.get("usage"), None
-            )
+            said = choice.get("message")
+            if isinstance(said, dict):
+                said = _with_tokens(said, body.get(PROMPT), choice)
+            return Assembled(said, choice.get("finish_reason"), body.get("usage"), None)
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
             return Assembled(None, None, None, None)
     events = sse_events(raw)
@@ -222,6 +258,10 @@ def read_answer(raw: bytes, *, stream: bool) -> Assembled:
     finish: str | None = None
     usage: Any = None
     head: dict[str, Any] | None = None
+    prompt: Any = None  # the token fields, as vLLM and NeMo-Gym stream them
+    generated: list[Any] = []
+    entries: list[Any] = []
+    nemo_gym: dict[str, Any] = {}
     for block in events:
         data = event_data(block)
         if data is None or data == "[DONE]":
@@ -235,10 +275,18 @@ def read_answer(raw: bytes, *, stream: bool) -> Assembled:
         if head is None:
             head = {k: chunk.get(k) for k in ("id", "created", "model")}
         usage = chunk.get("usage") or usage
+        prompt = chunk.get(PROMPT) if prompt is None else prompt
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
+            prompt = choice.get(PROMPT) if prompt is None else prompt
+            if isinstance(ids := choice.get(VLLM_GENERATION), list):
+                generated.extend(ids)
+            logprobs = choice.get(LOGPROBS)
+            if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
+                entries.extend(logprobs["content"])
+            nemo_gym.update((k, v) for k, v in delta.items() if k in FIELDS)
             content.append(delta.get("content") or "")
             reasoning.append(delta.get("reasoning_content") or delta.get("reasoning") or "")
             for part in delta.get("tool_calls") or []:
@@ -261,7 +309,27 @@ def read_answer(raw: bytes, *, stream: bool) -> Assembled:
         calls[key]["function"]["arguments"] = "".join(arguments)
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    message.update(nemo_gym)
+    if generated or prompt is not None:
+        message[PROMPT], message[VLLM_GENERATION] = prompt, generated
+    if entries:
+        message[LOGPROBS] = {"content": entries}
     return Assembled(message, finish, usage, events, head)
+
+
+def _with_tokens(message: dict[str, Any], prompt: Any, choice: dict[str, Any]) -> dict[str, Any]:
+    """A JSON answer's message with vLLM's token ids and OpenAI's logprobs, which the answer
+    holds beside it, put on it (a copy: the answer itself is recorded as it came)."""
+    ids, logprobs = choice.get(VLLM_GENERATION), choice.get(LOGPROBS)
+    entries = isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list)
+    if not isinstance(ids, list) and not entries:
+        return message
+    message = dict(message)
+    if isinstance(ids, list):
+        message[PROMPT], message[VLLM_GENERATION] = prompt, ids
+    if entries:
+        message[LOGPROBS] = logprobs
+    return message
 
 
 def _piece(piece: Any) -> str:

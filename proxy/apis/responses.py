@@ -12,7 +12,9 @@ Event order as a real server sends it: response.created, response.in_progress; p
 output_item.done; response.completed with the full output and usage. No [DONE]. Checked against
 the openai SDK's responses.stream, opencode's AI SDK parser and Codex's (which run tools from
 output_item.done and need response.completed's id). The arguments string is served verbatim and
-byte-identical everywhere it appears; call_id is the recorded tool-call id.
+byte-identical everywhere it appears; call_id is the recorded tool-call id. A turn's recorded
+tokens (proxy.replay.tokens) are served as NeMo-Gym's rollouts hold them, on the done form of the
+item that ends the call, and OpenAI's logprobs on its output_text part and text events.
 """
 
 from __future__ import annotations
@@ -192,6 +194,17 @@ class _Items:
         self.fcs = [(derived("fc_rp1", key, i), c) for i, c in enumerate(turn.tool_calls)]
         include = request.get("include")
         self.encrypted = isinstance(include, list) and "reasoning.encrypted_content" in include
+        tokens = turn.tokens
+        self.entries = tokens.entries if tokens is not None else None
+        # NeMo-Gym's fields go on the item that ends the call (its converter's response_output[-1])
+        self.ending = tokens.nemo_gym() if tokens is not None else {}
+        self.last = self.fcs[-1][0] if self.fcs else self.msg or self.rs
+
+    def ended(self, item: dict[str, Any], done: bool) -> dict[str, Any]:
+        """The item, with the call's token fields if it ends the call and is done."""
+        if done and self.ending and item["id"] == self.last:
+            item.update(self.ending)
+        return item
 
     def reasoning(self, done: bool) -> dict[str, Any]:
         assert self.rs is not None and self.turn.reasoning is not None
@@ -205,21 +218,21 @@ class _Items:
             item["encrypted_content"] = (
                 REASONING_MARK + base64.urlsafe_b64encode(text.encode()).decode()
             )
-        return item
+        return self.ended(item, done)
 
     def message(self, done: bool) -> dict[str, Any]:
-        content = [_output_text(self.turn.text)] if done else []
+        content = [_output_text(self.turn.text, self.entries)] if done else []
         status = "completed" if done else "in_progress"
-        return {
+        item = {
             "id": self.msg,
             "type": "message",
             "status": status,
             "content": content,
             "role": "assistant",
         }
+        return self.ended(item, done)
 
-    @staticmethod
-    def call(fc: str, call: ToolCall, done: bool) -> dict[str, Any]:
+    def call(self, fc: str, call: ToolCall, done: bool) -> dict[str, Any]:
         item = {
             "id": fc,
             "type": "function_call",
@@ -230,7 +243,7 @@ class _Items:
         }
         if call.dispatch:  # as recorded: Codex dispatches a namespaced call by its namespace
             item.update(call.served_with("responses"))
-        return item
+        return self.ended(item, done)
 
     def output(self) -> list[dict[str, Any]]:
         out = [self.reasoning(True)] if self.rs else []
@@ -240,8 +253,8 @@ class _Items:
         return out
 
 
-def _output_text(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+def _output_text(text: str, entries: list[Any] | None = None) -> dict[str, Any]:
+    return {"type": "output_text", "annotations": [], "logprobs": entries or [], "text": text}
 
 
 def response_object(turn: Turn, request: dict[str, Any], *, key: str, created: int) -> bytes:
@@ -292,9 +305,10 @@ def response_events(turn: Turn, request: dict[str, Any], *, key: str, created: i
         where = {"item_id": items.msg, "output_index": index, "content_index": 0}
         emit("response.output_item.added", output_index=index, item=items.message(False))
         emit("response.content_part.added", **where, part=_output_text(""))
-        emit("response.output_text.delta", **where, delta=text, logprobs=[])
-        emit("response.output_text.done", **where, text=text, logprobs=[])
-        emit("response.content_part.done", **where, part=_output_text(text))
+        entries = items.entries or []
+        emit("response.output_text.delta", **where, delta=text, logprobs=entries)
+        emit("response.output_text.done", **where, text=text, logprobs=entries)
+        emit("response.content_part.done", **where, part=_output_text(text, entries))
         emit("response.output_item.done", output_index=index, item=items.message(True))
         index += 1
     for fc, call in items.fcs:

@@ -3,7 +3,8 @@
 Consecutive assistant-side items (reasoning, an assistant message, function calls) form one
 assistant message, unless the file records them as separate model calls: an item that carries
 its own token ids (`generation_token_ids`, as NeMo-Gym writes them for training), or a reasoning
-item, after another that did starts a new one. `function_call_output` becomes a tool message
+item, after another that did starts a new one. The call's token fields, and the OpenAI logprobs of
+its output_text parts, go onto the assistant message (proxy.replay.tokens reads them there). `function_call_output` becomes a tool message
 matched by `call_id` (a call without one gets its deterministic id from the chat loader, and an
 output without one answers it); an item with a `role` and no `type` is a message. Each chat
 message remembers the index of the item it came from, so errors and notes point into the file.
@@ -16,10 +17,13 @@ from typing import Any
 
 from proxy.errors import LoadError
 from proxy.replay.content import appended, text_of
+from proxy.replay.tokens import EXPERTS, GENERATION, LOG_PROBS, LOGPROBS, PROMPT
 from proxy.replay.trajectory import DISPATCH, dispatch_of
 
 # on an assistant message: the file records it as a model call of its own (formats/chat.py)
-OWN_CALL = "generation_token_ids"
+OWN_CALL = GENERATION
+# what an item that ends a model call carries of the call's tokens (proxy.replay.tokens)
+TOKEN_ITEM_FIELDS = (PROMPT, GENERATION, LOG_PROBS, EXPERTS)
 ASSISTANT_SIDE = frozenset({"reasoning", "function_call", "item_reference"})
 RESPONSES_ONLY = frozenset({"function_call", "function_call_output", "reasoning", "item_reference"})
 
@@ -72,12 +76,14 @@ def items_to_chat(
                 indexes.append(index)
                 generated = False
             if call and not generated:  # the chat loader tells separate model calls apart by it
-                current[OWN_CALL] = item[OWN_CALL]
+                current.update((k, item[k]) for k in TOKEN_ITEM_FIELDS if k in item)
             generated = generated or call
             if kind == "message":
                 if texts is None:
                     texts = []
                 texts.append(text_of(content_parts(item.get("content"))))
+                if entries := _logprobs(item.get("content")):  # OpenAI's, kept as recorded
+                    current.setdefault(LOGPROBS, {"content": []})["content"].extend(entries)
             else:
                 _into_assistant(current, kind, item, source, index)
             continue
@@ -134,6 +140,18 @@ def _not_an_item(item: Any) -> str:
             "does not say which of them is the conversation, so it is not read"
         )
     return "item is not a JSON object"
+
+
+def _logprobs(content: Any) -> list[Any]:
+    """The OpenAI logprob entries of a message item's output_text parts."""
+    if not isinstance(content, list):
+        return []
+    return [
+        entry
+        for p in content
+        if isinstance(p, dict) and isinstance(p.get(LOGPROBS), list)
+        for entry in p[LOGPROBS]
+    ]
 
 
 def content_parts(content: Any) -> Any:

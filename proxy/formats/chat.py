@@ -38,6 +38,7 @@ import orjson
 from proxy.apis.responses_history import OWN_CALL
 from proxy.errors import LoadError
 from proxy.replay.content import split_reasoning, text_of
+from proxy.replay.tokens import BadTokens, Tokens, read_tokens
 from proxy.replay.trajectory import (
     DISPATCH,
     Note,
@@ -69,7 +70,9 @@ def trajectory_from_messages(
     greetings: list[str] = []  # assistant text before the task: prompt (replay.conversation)
     # until the task or a turn, no user message has come: "before the task" needs one to follow
     has_user = any(type(m) is dict and m.get("role") == "user" for m in messages)
-    empty: tuple[int, str | None] | None = None  # an empty answer, until what follows settles it
+    empty: tuple[int, str | None, Tokens | None] | None = (
+        None  # an empty answer, until what follows settles it
+    )
     provisional = False  # the last turn is an empty answer, which stands only if no answer follows
     unanswered: deque[str] = deque()  # ids made up for the last turn's calls, not answered yet
     turns: list[Turn] = []
@@ -135,12 +138,16 @@ def trajectory_from_messages(
                 pending.append(UserMessage(idx, content if content is not None else ""))
         elif role == "assistant":
             reasoning, text = _assistant_text(msg, content)
+            try:
+                tokens = read_tokens(msg)
+            except BadTokens as exc:
+                raise LoadError(source, idx, str(exc)) from None
             calling = bool(msg.get("tool_calls")) or isinstance(msg.get("function_call"), dict)
             if not calling and not text.strip():
                 if task is None and not turns and has_user:
                     skipped.append(Note(idx, "empty assistant message before the task"))
                 else:
-                    empty = (idx, reasoning)
+                    empty = (idx, reasoning, tokens)
                 continue
             if provisional:  # an answer follows the empty one: a harness never sends it back
                 pending, follow_up, exchange = _withdrawn(turns, pending, follow_up, skipped)
@@ -169,6 +176,7 @@ def trajectory_from_messages(
                     tuple(follow_up),
                     usage,
                     created,
+                    tokens,
                 )
             )
             pending, follow_up = [], []
@@ -216,7 +224,7 @@ def trajectory_from_messages(
     )
 
 
-def _placeholder(empty: tuple[int, str | None]) -> Note:
+def _placeholder(empty: tuple[int, str | None, Tokens | None]) -> Note:
     only = " (reasoning only)" if empty[1] else ""
     return Note(empty[0], f"empty assistant message{only}, followed by another answer")
 
@@ -240,16 +248,25 @@ def _withdrawn(
 
 def _empty_answer(
     turns: list[Turn],
-    empty: tuple[int, str | None],
+    empty: tuple[int, str | None, Tokens | None],
     pending: list[UserMessage],
     follow_up: list[UserMessage],
     exchange: int,
 ) -> int:
     """An empty answer that nothing replaced: a final turn with no text, as the model gave it."""
-    idx, reasoning = empty
+    idx, reasoning, tokens = empty
     turns.append(
         Turn(
-            len(turns) + 1, idx, "", reasoning, (), tuple(pending), None, exchange, tuple(follow_up)
+            len(turns) + 1,
+            idx,
+            "",
+            reasoning,
+            (),
+            tuple(pending),
+            None,
+            exchange,
+            tuple(follow_up),
+            tokens=tokens,
         )
     )
     return idx

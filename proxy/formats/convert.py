@@ -5,8 +5,10 @@ task, each turn (its text, reasoning as `reasoning_content`, its tool calls with
 and arguments), each call's recorded output as a tool message, and the user messages where they
 stood (follow-ups before the exchange they open, the rest before the turn they preceded). A turn
 that follows a text answer with no user message between (a separate model call whose prompt was
-not recorded), and an empty answer, carry `generation_token_ids: []`, which keeps them turns. Loading
-the written file gives the same script back; what the source held beyond it is in the notes.
+not recorded), and an empty answer, carry `generation_token_ids: []`, which keeps them turns. A turn's
+recorded token ids and logprobs go on its message in the recording's own fields
+(proxy.replay.tokens). Loading the written file gives the same script back; what the source held
+beyond it is in the notes.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ def to_messages(t: Trajectory) -> list[dict[str, Any]]:
         alone = after_final and not turn.follow_up and not turn.users_before
         if alone or (turn.final and not turn.text.strip()):
             message[OWN_CALL] = []  # a model call of its own: kept a turn (formats/chat.py)
+        if turn.tokens is not None:  # as recorded, in the recording's own fields
+            message.update(turn.tokens.message_fields())
         after_final = turn.final
         if turn.reasoning is not None:
             message["reasoning_content"] = turn.reasoning

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.replay.tokens import Tokens
+
 # the key of a chat-form tool call that holds what the API it was recorded in needs to dispatch
 # it: {"responses": {"namespace": "multi_agent_v1"}}; readers put it there, the chat loader reads it
 DISPATCH = "dispatch"
@@ -116,6 +118,7 @@ class Turn:
     follow_up: tuple[UserMessage, ...] = ()
     usage: Usage | None = None  # what the recorded model call cost, when the file says
     created: int | None = None  # when it was answered (epoch seconds), when the file says
+    tokens: Tokens | None = None  # the call's token ids and log-probabilities, when recorded
 
     def served(self, usage: Usage, created: int) -> Turn:
         """This turn as one answer serves it: with its usage and time settled. Positional: it
@@ -123,6 +126,7 @@ class Turn:
         return Turn(
             self.number, self.index, self.text, self.reasoning, self.tool_calls,
             self.users_before, self.recorded, self.exchange, self.follow_up, usage, created,
+            self.tokens,
         )  # fmt: skip
 
     @property

@@ -185,7 +185,7 @@ def test_reasoning_never_becomes_visible_text(
     assert t.turns[0].text == text
 
 
-def test_token_fields_and_unknown_keys_are_ignored() -> None:
+def test_token_fields_are_kept_and_unknown_keys_ignored() -> None:
     t = load(
         [
             {"role": "user", "content": "task", "prompt_token_ids": [1, 2]},
@@ -200,6 +200,10 @@ def test_token_fields_and_unknown_keys_are_ignored() -> None:
         ]
     )
     assert len(t.turns) == 1
+    tokens = t.turns[0].tokens
+    assert tokens is not None and tokens.style == "nemo-gym"
+    assert (tokens.prompt, tokens.generation, tokens.log_probs) == (None, [3], [0.1])
+    assert tokens.routed_experts == [[1]]
 
 
 @pytest.mark.parametrize(
