@@ -134,6 +134,13 @@ def _parser() -> argparse.ArgumentParser:
         "calls are answered from the recording, or refused with an error naming the call",
     )
     serve.add_argument(
+        "--handoff-tokens",
+        action="store_true",
+        help="a resumed session's first live Chat Completions or Responses call carries "
+        "required_prefix_token_ids: the last replayed turn's recorded prompt and generation "
+        "token ids, so a token-in upstream (NeMo RL's vLLM server) continues from exactly them",
+    )
+    serve.add_argument(
         "--after-script",
         choices=[a.value for a in AfterScript],
         help="when the script is used up: go live (default) or stop with a final text turn",

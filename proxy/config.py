@@ -123,6 +123,9 @@ class Settings(BaseSettings):
     # nothing of a session goes upstream before its hand-off: side calls and subagents are
     # answered from the recording, or refused (docs/checkpoints.md)
     fence: bool = False
+    # the first live call of a resumed session carries the recorded prefix's token ids
+    # (required_prefix_token_ids), for a token-in upstream (proxy.replay.tokens)
+    handoff_tokens: bool = False
     mode: Mode = Mode.RESUME
     replay_turns: int | None = Field(default=None, ge=0)  # every session branches at turn K
     mask: Annotated[tuple[str, ...], NoDecode] = ()

@@ -8,6 +8,7 @@ shape of the API the request came through (its Api row in proxy.apis says how).
     ├── Forbidden               403  admin API off: not on loopback and no token
     │   └── CrossSiteRefused    403  a foreign web page, or an admin call for a name not local
     ├── NotFound                404  unknown session, trajectory or route
+    │   └── NotRecorded         404  a session export asked of a proxy that records no such run
     ├── ReplayDiverged          404  the request history disagrees with the session's script
     ├── TrajectoryUnusable      404  a trajectory named by a request cannot be loaded (why)
     ├── PayloadTooLarge         413  body over the configured limit
@@ -108,6 +109,12 @@ class NotFound(ProxyError):
     status = 404
     type = "invalid_request_error"
     code = "not_found"
+
+
+class NotRecorded(NotFound):
+    """A session's rollout asked for, and no recording holds its run (or none is kept)."""
+
+    code = "session_not_recorded"
 
 
 class ReplayDiverged(ProxyError):

@@ -75,7 +75,7 @@ def items_to_chat(
                 messages.append(current)
                 indexes.append(index)
                 generated = False
-            if call and not generated:  # the chat loader tells separate model calls apart by it
+            if not generated:  # the chat loader tells separate model calls apart by them
                 current.update((k, item[k]) for k in TOKEN_ITEM_FIELDS if k in item)
             generated = generated or call
             if kind == "message":

@@ -1,17 +1,20 @@
-"""The admin API: /replay/sessions (and each session's /faults). A Bearer token is required when
---admin-token is set."""
+"""The admin API: /replay/sessions (and each session's /faults, /restore verdict and /rollout). A
+Bearer token is required when --admin-token is set."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from proxy import admin_token
-from proxy.errors import BadRequest, Forbidden, LoadError, NotFound, Unauthorized
+from proxy.errors import BadRequest, Forbidden, LoadError, NotFound, NotRecorded, Unauthorized
+from proxy.formats import load_file
+from proxy.formats.rollout import line as rollout_line
 from proxy.http.body import read_body
 from proxy.names import is_valid_name
 from proxy.replay.faults import FaultError, parse_plan
@@ -148,6 +151,33 @@ async def get_restore(
         "settled": settled,
         **verdict,
     }
+
+
+@router.get("/sessions/{session}/rollout")
+async def get_rollout(request: Request, session: str) -> Response:
+    """The session's run so far (its replayed turns and its live ones, from its recording) as
+    one NeMo-Gym rollout line (proxy.formats.rollout), each call's token ids with it."""
+    runtime = _runtime(request)
+    session = _session_id(session)
+    if runtime.recorder is None:
+        raise NotRecorded(
+            "this proxy records no sessions: start it with --record-dir to export a session's "
+            "rollout (or convert a recording: replay-proxy convert --to nemo-gym FILE)"
+        )
+    path = await runtime.recorder.newest(session)
+    if path is None:
+        raise NotRecorded(f"no recording of session {session!r} in {runtime.recorder.folder}")
+    try:
+        line = await asyncio.to_thread(_rollout_of, path)
+    except LoadError as exc:
+        raise NotRecorded(
+            f"session {session!r}: its recording holds no run to export: {exc}"
+        ) from None
+    return Response(line, media_type="application/json")
+
+
+def _rollout_of(path: Path) -> bytes:
+    return rollout_line(load_file(path))
 
 
 @router.put("/sessions/{session}")

@@ -304,6 +304,9 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         _prepared_elsewhere(call, decided)
     else:
         await _off_loop_if(call.request.large, partial(_prepare_live, call, decision, script))
+    first_live = state.prefix_messages == conv.message_count and decision.held > 0
+    if runtime.settings.handoff_tokens and live_root and first_live:
+        handoff.with_prefix_tokens(call, script, decision)
     return await _forward(call, state.prefix_messages, str(decision.reason))
 
 

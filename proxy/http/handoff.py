@@ -1,18 +1,26 @@
 """The cut, where a resumed session meets the live model: the fence before it (--fence), its restore
 verdict when the replay ends, and what a live call after it says (x-replay-handoff-turn,
-x-replay-restore) or, with --require-restored, its refusal. The rules themselves are
-proxy.replay.restore's and proxy.sessions'; this is what a request does with them."""
+x-replay-restore, and with --handoff-tokens the replayed prefix's token ids) or, with
+--require-restored, its refusal. The rules themselves are proxy.replay.restore's, .tokens' and
+proxy.sessions'; this is what a request does with them."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+import orjson
+
 from proxy.errors import Fenced, NotRestored
 from proxy.http.inflight import InFlight
 from proxy.lineage import Lineage
 from proxy.replay import restore
 from proxy.replay.engine import Forward
+from proxy.replay.tokens import PREFIX_FIELD, handoff_prefix
+from proxy.replay.trajectory import Trajectory
+
+# the APIs whose request body a token-in server reads the prefix from
+TOKEN_IN_APIS = frozenset({"chat", "responses"})
 
 log = logging.getLogger("proxy.requests")
 
@@ -84,3 +92,35 @@ def hand_off(call: InFlight, verdict: dict[str, Any], held_back: bool) -> None:
     call.handoff = {"handoff_turn": turn, "restore": said}
     call.headers.append((b"x-replay-handoff-turn", turn.encode()))
     call.headers.append((b"x-replay-restore", said.encode()))
+
+
+def with_prefix_tokens(call: InFlight, script: Trajectory | None, decision: Forward) -> None:
+    """--handoff-tokens, on a session's first live call: the body gets the last replayed turn's
+    recorded prompt and generation ids as `required_prefix_token_ids`, added to the bytes as they
+    are (the body is not written again). Said in x-replay-handoff-tokens: the count sent, or why
+    none was."""
+    if script is None or call.api.name not in TOKEN_IN_APIS:
+        return
+    prefix = handoff_prefix(script.turns, decision.held)
+    why = None
+    if prefix is None:
+        why = f"turn {decision.held} recorded no prompt and generation token ids"
+    elif PREFIX_FIELD in call.body:
+        why = f"the request has its own {PREFIX_FIELD}"
+    raw = call.raw.rstrip()
+    if why is None and prefix is not None and raw.endswith(b"}"):
+        joint = b"," if raw[:-1].rstrip() != b"{" else b""
+        field = orjson.dumps(PREFIX_FIELD) + b":" + orjson.dumps(prefix)
+        call.raw = raw[:-1].rstrip() + joint + field + b"}"
+        if isinstance(call.body, dict) and call.offloaded is None:
+            call.body = {**call.body, PREFIX_FIELD: prefix}
+        if call.tap is not None:
+            call.tap.exchange.forwarded = orjson.Fragment(call.raw)
+        call.headers.append((b"x-replay-handoff-tokens", str(len(prefix)).encode()))
+        log.info(
+            "session=%s hand-off: %d prefix token ids of turn %d sent as %s",
+            call.session, len(prefix), decision.held, PREFIX_FIELD,
+        )  # fmt: skip
+        return
+    log.warning("session=%s hand-off: no prefix token ids sent: %s", call.session, why)
+    call.headers.append((b"x-replay-handoff-tokens", b"0"))

@@ -123,6 +123,22 @@ class Recorder:
             self._writer, self._append, exchange, known
         )
 
+    async def newest(self, session: str) -> Path | None:
+        """The file of the session's newest run (None: it has none), asked in the writer
+        thread: every line this process wrote before is in it."""
+        self.path_for(session)  # a session id that is no file name: refused here
+        return await asyncio.get_running_loop().run_in_executor(
+            self._writer, self._newest, session
+        )
+
+    def _newest(self, session: str) -> Path | None:
+        fcntl.flock(self._lock, fcntl.LOCK_EX)  # not while another worker begins a run
+        try:
+            _, newest = self._current(session)
+        finally:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+        return self.path_for(session, newest) if newest else None
+
     def close(self) -> None:
         self._writer.shutdown(wait=True)
         os.close(self._lock)

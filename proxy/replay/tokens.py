@@ -18,8 +18,12 @@ The lists are kept as they were read, never copied: a late turn's prompt is 100k
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the trajectory's turns hold Tokens
+    from proxy.replay.trajectory import Turn
 
 PROMPT = "prompt_token_ids"
 GENERATION = "generation_token_ids"
@@ -28,6 +32,9 @@ EXPERTS = "routed_experts"
 VLLM_GENERATION = "token_ids"
 LOGPROBS = "logprobs"
 NEMO_GYM_FIELDS = (PROMPT, GENERATION, LOG_PROBS)
+# the body field a token-in server continues a conversation from (--handoff-tokens): NeMo-Gym's
+# model servers and NeMo RL's vLLM server read it
+PREFIX_FIELD = "required_prefix_token_ids"
 # every field of a chat-form message that holds tokens (kept out of text comparisons)
 FIELDS = frozenset({*NEMO_GYM_FIELDS, EXPERTS, VLLM_GENERATION, LOGPROBS})
 
@@ -90,6 +97,15 @@ class Tokens:
         if self.prompt is None or self.generation is None:
             return None
         return [*self.prompt, *self.generation]
+
+
+def handoff_prefix(turns: Sequence[Turn], held: int) -> list[int] | None:
+    """What a session's first live call continues from: the recorded prompt and generation ids of
+    the last of the `held` replayed turns (None: it recorded no both)."""
+    if held < 1 or held > len(turns):
+        return None
+    tokens = turns[held - 1].tokens
+    return tokens.prefix() if tokens is not None else None
 
 
 def read_tokens(message: dict[str, Any]) -> Tokens | None:

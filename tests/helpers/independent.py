@@ -28,14 +28,15 @@ def _text(content: Any) -> str:
     return ""
 
 
-def nemo_gym(path: Path) -> list[Steps]:
+def nemo_gym_calls(path: Path) -> list[list[dict[str, Any]]]:
     """Each line: input then output; with transitions (response.contains_transitions), the last
     transition alone, the conversation as the model was last sent it; a summary row without
     responses_create_params, its trajectory.output. A model call is a run of reasoning,
     function_call and assistant message items; an item with its own generation_token_ids after
     another one that had them is the next call. Assistant text before the first user message (and
     before any call) is the environment's greeting; an empty call is replayed only as the last
-    answer of the run."""
+    answer of the run. Each call kept: its tool-call ids ("ids") and the token fields of the item
+    that carried them ("tokens", None when none did)."""
     out = []
     for row in _jsonl(path):
         if "responses_create_params" not in row:
@@ -61,26 +62,35 @@ def nemo_gym(path: Path) -> list[Steps]:
                 continue
             own = "generation_token_ids" in item
             if current is None or (own and current["own"]):
-                current = {"at": k, "ids": [], "text": "", "own": False}
+                current = {"at": k, "ids": [], "text": "", "own": False, "tokens": None}
                 calls.append(current)
+            if own and not current["own"]:
+                current["tokens"] = {
+                    f: item.get(f)
+                    for f in ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
+                }
             current["own"] = current["own"] or own
             if item.get("type") == "function_call":
                 current["ids"].append(item.get("call_id"))
             elif item.get("type") != "reasoning":
                 current["text"] += _text(item.get("content"))
-        steps: Steps = []
+        kept: list[dict[str, Any]] = []
         for n, call in enumerate(calls):
             said = bool(call["ids"]) or bool(call["text"].strip())
-            if call["at"] < first_user and not steps and not call["ids"] and users:
+            if call["at"] < first_user and not kept and not call["ids"] and users:
                 continue  # the greeting, or an empty message before the task
             if not said:
                 later = any(c["ids"] or c["text"].strip() for c in calls[n + 1 :])
-                if not later and not (steps and steps[-1] == [] and not calls[n - 1]["text"]):
-                    steps.append([])  # the empty last answer that was recorded
+                if not later and not (kept and kept[-1]["ids"] == [] and not calls[n - 1]["text"]):
+                    kept.append({**call, "ids": []})  # the empty last answer that was recorded
                 continue
-            steps.append(call["ids"])
-        out.append(steps)
+            kept.append(call)
+        out.append(kept)
     return out
+
+
+def nemo_gym(path: Path) -> list[Steps]:
+    return [[call["ids"] for call in calls] for calls in nemo_gym_calls(path)]
 
 
 def swe_agent(path: Path) -> list[Steps]:

@@ -534,3 +534,75 @@ def session_status(url: str, session: str) -> dict[str, Any]:
     answer.raise_for_status()
     result: dict[str, Any] = answer.json()
     return result
+
+
+def vllm_text(
+    content: str, prompt: list[int], generated: list[int], logprobs: list[float]
+) -> Answer:
+    """A final text answer as vLLM writes it with `return_token_ids` and `logprobs` (the
+    prompt's ids on the body, the generation's on the choice, and with
+    `return_tokens_as_token_ids` each logprob entry's token as "token_id:N"), JSON or SSE."""
+    entries = [
+        {"token": f"token_id:{t}", "logprob": p, "bytes": None, "top_logprobs": []}
+        for t, p in zip(generated, logprobs, strict=True)
+    ]
+
+    usage = {
+        "prompt_tokens": len(prompt),
+        "completion_tokens": len(generated),
+        "total_tokens": len(prompt) + len(generated),
+    }
+
+    def answer(seen: Seen) -> Response:
+        body = seen.json
+        head = {"id": "chatcmpl-vllm", "created": 1, "model": body.get("model", "m")}
+        if not body.get("stream"):
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "logprobs": {"content": entries},
+                "finish_reason": "stop",
+                "token_ids": generated,
+            }
+            whole = {**head, "object": "chat.completion", "choices": [choice], "usage": usage,
+                     "prompt_token_ids": prompt}  # fmt: skip
+            return Response(orjson.dumps(whole), media_type="application/json")
+        chunk = {**head, "object": "chat.completion.chunk"}
+        first = {**chunk, "prompt_token_ids": prompt, "choices": [
+            {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+        ]}  # fmt: skip
+        pieces = [
+            {
+                "index": 0,
+                "delta": {"content": content[:k] if i == 0 else content[k:]},
+                "logprobs": {"content": part},
+                "token_ids": ids,
+                "finish_reason": None,
+            }
+            for i, (k, part, ids) in enumerate(
+                [
+                    (
+                        len(content) // 2,
+                        entries[: len(entries) // 2],
+                        generated[: len(generated) // 2],
+                    ),
+                    (
+                        len(content) // 2,
+                        entries[len(entries) // 2 :],
+                        generated[len(generated) // 2 :],
+                    ),
+                ]
+            )
+        ]
+        last = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+
+        async def events() -> Any:
+            for data in (first, *({**chunk, "choices": [p]} for p in pieces), last):
+                yield b"data: " + orjson.dumps(data) + b"\n\n"
+            if (body.get("stream_options") or {}).get("include_usage"):
+                yield b"data: " + orjson.dumps({**chunk, "choices": [], "usage": usage}) + b"\n\n"
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return answer

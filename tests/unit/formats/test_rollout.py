@@ -1,0 +1,169 @@
+"""One session, one rollout: every published NeMo-Gym rollout (tests/fixtures/corpus, and the
+harness_logs fixtures) is read with its calls' token ids as an independent reading of the raw file
+finds them, and written back as a NeMo-Gym line reads as the same run, in every field the reader
+uses; the chat export keeps them too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from proxy.errors import LoadError
+from proxy.formats import load_all, load_bytes, load_many
+from proxy.formats.convert import to_messages
+from proxy.formats.rollout import line, to_rollout
+from proxy.replay.trajectory import Trajectory
+from tests.conftest import ROOT
+from tests.helpers.independent import nemo_gym_calls
+
+PUBLISHED = sorted(
+    p
+    for p in [
+        *(ROOT / "tests/fixtures/corpus/nemo-gym").glob("*.jsonl"),
+        *(ROOT / "tests/fixtures/harness_logs/nemo-gym").glob("*.jsonl"),
+    ]
+    if "materialized_inputs" not in p.name  # task inputs, refused: no run to write
+)
+
+
+def as_read(t: Trajectory) -> Any:
+    """Everything the reader makes of a run that replay uses."""
+    return (
+        t.system,
+        t.task,
+        [
+            (
+                u.number, u.text, u.reasoning,
+                [(c.id, c.name, c.arguments, c.dispatch) for c in u.tool_calls],
+                [x.content for x in u.users_before], [x.content for x in u.follow_up],
+                u.exchange, u.usage, u.created, u.tokens, u.final,
+            )
+            for u in t.turns
+        ],
+        dict(t.tool_outputs),
+        [x.content for x in t.trailing_users],
+        t.text_based,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("path", PUBLISHED, ids=[p.name for p in PUBLISHED])
+def test_each_calls_token_ids_are_read_as_the_file_records_them(path: Path) -> None:
+    for trajectory, calls in zip(load_all(path), nemo_gym_calls(path), strict=True):
+        assert len(trajectory.turns) == len(calls)
+        for turn, call in zip(trajectory.turns, calls, strict=True):
+            tokens = turn.tokens
+            got = (
+                None
+                if tokens is None
+                else {
+                    "prompt_token_ids": tokens.prompt,
+                    "generation_token_ids": tokens.generation,
+                    "generation_log_probs": tokens.log_probs,
+                }
+            )
+            assert got == call["tokens"], f"{trajectory.name} turn {turn.number}"
+
+
+@pytest.mark.parametrize("path", PUBLISHED, ids=[p.name for p in PUBLISHED])
+def test_a_published_rollout_round_trips_through_the_export_unchanged(path: Path) -> None:
+    for trajectory in load_all(path):
+        [back] = load_many(line(trajectory), name="back", source="back.jsonl")
+        assert back.format == "nemo-gym"
+        assert as_read(back) == as_read(trajectory)
+
+
+def test_the_corpus_holds_rollouts_with_token_ids() -> None:
+    """The round trip above is not vacuous: these files record ids and logprobs."""
+    with_tokens = [p.name for p in PUBLISHED if any(u.tokens for t in load_all(p) for u in t.turns)]
+    assert len(with_tokens) >= 5, with_tokens
+
+
+@pytest.mark.parametrize("path", PUBLISHED, ids=[p.name for p in PUBLISHED])
+def test_the_chat_export_keeps_each_calls_tokens(path: Path) -> None:
+    for trajectory in load_all(path):
+        back = load_bytes(orjson.dumps(to_messages(trajectory)), name="c", source="c.json")
+        assert [u.tokens for u in back.turns] == [u.tokens for u in trajectory.turns]
+
+
+def test_the_usage_is_the_sum_of_the_calls_and_the_tokens_end_each_call() -> None:
+    rows = [
+        {"role": "user", "content": "task"},
+        {
+            "role": "assistant",
+            "content": "looking",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+            "prompt_token_ids": [1, 2],
+            "generation_token_ids": [3, 4],
+            "generation_log_probs": [-0.1, -0.2],
+            "usage": {"prompt_tokens": 2, "completion_tokens": 2},
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+        {
+            "role": "assistant",
+            "content": "done",
+            "prompt_token_ids": [1, 2, 3, 4, 5],
+            "generation_token_ids": [6],
+            "generation_log_probs": [-0.3],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+        },
+    ]
+    rollout = to_rollout(load_bytes(orjson.dumps(rows), name="t", source="t.json"))
+    output = rollout["response"]["output"]
+    assert [o["type"] for o in output] == [
+        "message", "function_call", "function_call_output", "message",
+    ]  # fmt: skip
+    # NeMo-Gym's converter puts a call's tokens on its last item
+    assert "generation_token_ids" not in output[0]
+    assert output[1]["generation_token_ids"] == [3, 4]
+    assert output[3]["prompt_token_ids"] == [1, 2, 3, 4, 5]
+    assert rollout["response"]["usage"] == {
+        "input_tokens": 7,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 3,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 10,
+    }
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        (
+            {"generation_token_ids": [3, 4], "generation_log_probs": [-0.1]},
+            "generation_token_ids has 2 ids but generation_log_probs has 1 values",
+        ),
+        ({"generation_token_ids": [3, "4"]}, "generation_token_ids[1] must be a token id"),
+        ({"generation_token_ids": "3 4"}, "generation_token_ids must be a list of token ids"),
+        ({"generation_log_probs": [-0.1]}, "generation_log_probs without generation_token_ids"),
+        (
+            {"prompt_token_ids": [1], "generation_token_ids": [2], "generation_log_probs": ["x"]},
+            "generation_log_probs[0] must be a number",
+        ),
+    ],
+)
+def test_token_fields_that_cannot_be_a_calls_fail_loudly_with_their_place(
+    fields: dict[str, Any], said: str
+) -> None:
+    row = {
+        "responses_create_params": {"input": [{"role": "user", "content": "task"}]},
+        "response": {
+            "output": [
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "hi"}],
+                    **fields,
+                }
+            ]
+        },
+    }
+    with pytest.raises(LoadError) as caught:
+        load_many(json.dumps(row).encode(), name="bad", source="bad.jsonl")
+    assert said in str(caught.value)
+    assert "line 1, response.output[0]" in str(caught.value)
