@@ -16,7 +16,7 @@ from proxy.http.inflight import InFlight
 from proxy.lineage import Lineage
 from proxy.replay import restore
 from proxy.replay.engine import Forward
-from proxy.replay.tokens import PREFIX_FIELD, handoff_prefix
+from proxy.replay.tokens import PREFIX_FIELD
 from proxy.replay.trajectory import Trajectory
 
 # the APIs whose request body a token-in server reads the prefix from
@@ -101,7 +101,7 @@ def with_prefix_tokens(call: InFlight, script: Trajectory | None, decision: Forw
     none was."""
     if script is None or call.api.name not in TOKEN_IN_APIS:
         return
-    prefix = handoff_prefix(script.turns, decision.held)
+    prefix = script.prefix_tokens(decision.held)
     why = None
     if prefix is None:
         why = f"turn {decision.held} recorded no prompt and generation token ids"

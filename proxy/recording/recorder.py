@@ -127,9 +127,7 @@ class Recorder:
         """The file of the session's newest run (None: it has none), asked in the writer
         thread: every line this process wrote before is in it."""
         self.path_for(session)  # a session id that is no file name: refused here
-        return await asyncio.get_running_loop().run_in_executor(
-            self._writer, self._newest, session
-        )
+        return await asyncio.get_running_loop().run_in_executor(self._writer, self._newest, session)
 
     def _newest(self, session: str) -> Path | None:
         fcntl.flock(self._lock, fcntl.LOCK_EX)  # not while another worker begins a run

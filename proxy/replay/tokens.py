@@ -18,12 +18,8 @@ The lists are kept as they were read, never copied: a late turn's prompt is 100k
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the trajectory's turns hold Tokens
-    from proxy.replay.trajectory import Turn
+from typing import Any
 
 PROMPT = "prompt_token_ids"
 GENERATION = "generation_token_ids"
@@ -99,15 +95,6 @@ class Tokens:
         return [*self.prompt, *self.generation]
 
 
-def handoff_prefix(turns: Sequence[Turn], held: int) -> list[int] | None:
-    """What a session's first live call continues from: the recorded prompt and generation ids of
-    the last of the `held` replayed turns (None: it recorded no both)."""
-    if held < 1 or held > len(turns):
-        return None
-    tokens = turns[held - 1].tokens
-    return tokens.prefix() if tokens is not None else None
-
-
 def read_tokens(message: dict[str, Any]) -> Tokens | None:
     """The tokens a chat-form assistant message carries; None when it carries none. BadTokens
     for fields that are there but cannot be a call's tokens (NeMo-Gym's own rules)."""
@@ -122,7 +109,7 @@ def read_tokens(message: dict[str, Any]) -> Tokens | None:
         if GENERATION not in message:
             raise BadTokens("generation_log_probs without generation_token_ids")
         generation = _ids(message, GENERATION)
-        prompt = _ids(message, PROMPT) if PROMPT in message else None
+        prompt = _prompt(message) if PROMPT in message else None
         log_probs = _floats(message, LOG_PROBS) if LOG_PROBS in message else None
         if log_probs is not None and len(generation) != len(log_probs):
             raise BadTokens(
@@ -131,7 +118,7 @@ def read_tokens(message: dict[str, Any]) -> Tokens | None:
             )
         return Tokens("nemo-gym", prompt, generation, log_probs, entries, message.get(EXPERTS))
     if VLLM_GENERATION in message and message[VLLM_GENERATION] is not None:
-        asked = _ids(message, PROMPT) if message.get(PROMPT) is not None else None
+        asked = _prompt(message) if message.get(PROMPT) is not None else None
         return Tokens("vllm", asked, _ids(message, VLLM_GENERATION), None, entries)
     if entries is not None:
         return Tokens("openai", entries=entries)
@@ -145,6 +132,19 @@ def _ids(message: dict[str, Any], name: str) -> list[int]:
     for k, v in enumerate(value):
         if type(v) is not int:
             raise BadTokens(f"{name}[{k}] must be a token id (an integer), not {v!r:.40}")
+    return value
+
+
+def _prompt(message: dict[str, Any]) -> list[int]:
+    """The prompt's ids, checked at both ends only: a rollout's prompts grow with every call (a
+    100-call run holds millions of ids), so checking each would cost more than reading the file.
+    The generated ids, which a trainer learns from, are checked one by one."""
+    value = message.get(PROMPT)
+    if not isinstance(value, list):
+        raise BadTokens(f"{PROMPT} must be a list of token ids, not {type(value).__name__}")
+    for k in {0, len(value) - 1} if value else ():
+        if type(value[k]) is not int:
+            raise BadTokens(f"{PROMPT}[{k}] must be a token id (an integer), not {value[k]!r:.40}")
     return value
 
 

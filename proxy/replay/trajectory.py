@@ -217,6 +217,15 @@ class Trajectory:
         """The calls whose output only names the child they spawned (Child.named_only)."""
         return frozenset(c.spawned_by for c in self.children if c.named_only and c.spawned_by)
 
+    def prefix_tokens(self, held: int) -> list[int] | None:
+        """What a session's first live call continues from (--handoff-tokens): the recorded
+        prompt and generation ids of the last of the `held` replayed turns; None when that turn
+        recorded no both."""
+        if not 0 < held <= len(self.turns):
+            return None
+        tokens = self.turns[held - 1].tokens
+        return tokens.prefix() if tokens is not None else None
+
     def child(self, agent: str) -> Child | None:
         return next((c for c in self.children if c.agent == agent), None)
 

@@ -42,7 +42,14 @@ def nemo_gym_calls(path: Path) -> list[list[dict[str, Any]]]:
         if "responses_create_params" not in row:
             items = list(row["trajectory"]["output"])
         elif (row.get("response") or {}).get("contains_transitions") and row["response"]["output"]:
-            items = list(row["response"]["output"][-1])
+            # each answer carries its call's token ids in the transition it was made in
+            made = {
+                k: item
+                for transition in row["response"]["output"]
+                for k, item in enumerate(transition)
+                if "generation_token_ids" in item
+            }
+            items = [made.get(k, item) for k, item in enumerate(row["response"]["output"][-1])]
         else:
             given = row["responses_create_params"].get("input") or []
             if isinstance(given, str):

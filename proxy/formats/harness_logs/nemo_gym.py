@@ -10,19 +10,21 @@ Each line is the resources server's verify response (nemo_gym/rollout_collection
 Every line is a trajectory of its own, labelled with its 1-based line number. Its conversation is
 `responses_create_params.input` followed by `response.output` (the agent appends the tool outputs
 and, for a multi-turn environment, the environment's user messages to `output`), read as Responses
-items (apis/responses_history.py). A line with no `response` is a conversation recorded in `input`
+items (apis/responses_history.py), each model call with the token ids on its items
+(proxy.replay.tokens). A line with no `response` is a conversation recorded in `input`
 alone: its assistant messages are the turns. A file in which no line records an answer is a task
 file (the inputs of a collection), not rollouts: an error says so. A line that cannot be read is
 left out with its line number and reason while the others load. Notes name an item as
 `line N, response.output[K]`. The reward, the verifier's fields and NeMo-Gym's bookkeeping
-(`_ng_*`, `agent_ref`, token ids on the items) are not turns: they are not read.
+(`_ng_*`, `agent_ref`) are not turns: they are not read.
 
 Two other shapes of a line:
 
 - Transitions (`response.contains_transitions` true: the aviary, toolsandbox and verifiers
   agents): `response.output` is a list of lists, each the conversation so far as the model was
   sent it, so the last is the whole run and is the conversation (not `input`: the verifiers agent
-  sends its environment's own prompt). Lists without that flag are refused (which is the run is
+  sends its environment's own prompt). A call's token ids are on its answer in the transition
+  that produced it; later transitions resend the answer without them, so they are taken from there. Lists without that flag are refused (which is the run is
   not said), and so is a transition that is not the start of the last one (compared by role, text
   and call): the transitions are then not cumulative, and the last is not the whole run.
 - Summary rows with no `responses_create_params` (published beside benchmarks, e.g. deepswe):
@@ -33,7 +35,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.apis.responses_history import ASSISTANT_SIDE, items_to_chat
+from proxy.apis.responses_history import (
+    ASSISTANT_SIDE,
+    OWN_CALL,
+    TOKEN_ITEM_FIELDS,
+    items_to_chat,
+)
 from proxy.errors import LoadError
 from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
 from proxy.replay.content import text_of
@@ -139,9 +146,11 @@ def _rollout(index: int, row: Any, source: str) -> Converted:
         return _read(
             index, given, response["output"], "response.output", response, source, instructions
         )
-    # the last transition is the whole conversation as the model was sent it
+    # the last transition is the whole conversation as the model was sent it; each call's token
+    # ids are on its answer in the transition that produced it (the later ones resend it bare)
     whole = f"response.output[{last}]"
-    return _read(index, [], response["output"][last], whole, response, source, instructions)
+    items = _with_generated_tokens(response["output"])
+    return _read(index, [], items, whole, response, source, instructions)
 
 
 def _read(
@@ -202,6 +211,18 @@ def _last_transition(response: dict[str, Any]) -> int | None:
                 "transitions are not cumulative, so the last is not the whole run"
             )
     return last
+
+
+def _with_generated_tokens(transitions: list[list[Any]]) -> list[Any]:
+    """The last transition, each item given the token fields an earlier transition's copy of it
+    carries and it does not (the transitions are cumulative: checked before)."""
+    items = list(transitions[-1])
+    for transition in transitions[:-1]:
+        for k, item in enumerate(transition):
+            mine = items[k]
+            if isinstance(item, dict) and OWN_CALL in item and OWN_CALL not in mine:
+                items[k] = {**mine, **{f: item[f] for f in TOKEN_ITEM_FIELDS if f in item}}
+    return items
 
 
 def _key(item: Any) -> Any:

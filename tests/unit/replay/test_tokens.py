@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from proxy.apis import chat, responses
-from proxy.replay.tokens import Tokens, handoff_prefix, read_tokens
-from proxy.replay.trajectory import ToolCall, Turn
+from proxy.replay.tokens import Tokens, read_tokens
+from proxy.replay.trajectory import ToolCall, Trajectory, Turn
 
 ENTRIES = [
     {"token": "Hi", "logprob": -0.5, "bytes": [72, 105], "top_logprobs": []},
@@ -56,11 +56,15 @@ def test_the_mark_beside_vllms_fields_is_still_the_mark() -> None:
 
 
 def test_the_handoff_prefix_is_the_last_held_calls_prompt_and_generation() -> None:
-    turns = [turn(Tokens("nemo-gym", [1, 2], [3], [-1.0])), turn(None)]
-    assert handoff_prefix(turns, 1) == [1, 2, 3]
-    assert handoff_prefix(turns, 2) is None  # that call recorded none
-    assert handoff_prefix(turns, 0) is None and handoff_prefix(turns, 3) is None
-    assert handoff_prefix([turn(Tokens("openai", entries=ENTRIES))], 1) is None
+    turns = (turn(Tokens("nemo-gym", [1, 2], [3], [-1.0])), turn(None))
+    t = Trajectory("t", "t.json", "chat", "d", "task", None, turns)
+    assert t.prefix_tokens(1) == [1, 2, 3]
+    assert t.prefix_tokens(2) is None  # that call recorded none
+    assert t.prefix_tokens(0) is None and t.prefix_tokens(3) is None
+    only_logprobs = (turn(Tokens("openai", entries=ENTRIES)),)
+    assert (
+        Trajectory("o", "o.json", "chat", "d", "task", None, only_logprobs).prefix_tokens(1) is None
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
