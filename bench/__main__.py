@@ -34,6 +34,7 @@ from bench import (
     sockets,
     stores,
     throughput,
+    tokens,
 )
 
 SUITES = (
@@ -48,6 +49,7 @@ SUITES = (
     "peers",
     "heavy",
     "sockets",
+    "tokens",
 )
 
 
@@ -377,6 +379,9 @@ def main() -> None:
     if "sockets" in args.suites:
         results["sockets"] = sockets.suite()
         print(sockets.table(results["sockets"]))
+    if "tokens" in args.suites:
+        results["tokens"] = tokens.suite(max(args.repeat, 5))
+        print(tokens.table(results["tokens"]))
     rows = targets(
         results.get("throughput", {}),
         results.get("footprint"),
@@ -409,6 +414,8 @@ def main() -> None:
         rows += sidebyside.targets(results["peers"])
     if "heavy" in results:
         rows += heavy.targets(results["heavy"])
+    if "tokens" in results:
+        rows += tokens.targets(results["tokens"])
     if rows:
         width = max(len(r[0]) for r in rows)
         print("\ntargets")

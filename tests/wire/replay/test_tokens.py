@@ -213,16 +213,26 @@ def test_two_replayed_calls_and_a_live_one_export_as_one_rollout_with_every_call
     assert json.loads(out.read_text()) == rollout
 
 
+@pytest.mark.parametrize("offload_bytes", [0, 100], ids=["read-here", "read-in-a-worker"])
 def test_the_handoff_sends_the_replayed_prefixs_token_ids_once(
-    proxy: ProxyFactory, tmp_path: Path
+    proxy: ProxyFactory, tmp_path: Path, offload_bytes: int
 ) -> None:
-    _, fake, _, _ = live_session(proxy, tmp_path, False, handoff_tokens=True)
+    _, fake, records, _ = live_session(
+        proxy, tmp_path, False, handoff_tokens=True, offload_bytes=offload_bytes
+    )
     [first] = fake.posts()
     call = recorded(1)  # the last replayed call: its prompt, then what it generated
     expected = call["prompt_token_ids"] + call["generation_token_ids"]
     assert first.json["required_prefix_token_ids"] == expected
     # the rest of the body is the harness's, unchanged
-    assert [m["content"] for m in first.json["messages"]][-1] == AGAIN
+    sent = {k: v for k, v in first.json.items() if k != "required_prefix_token_ids"}
+    assert [m["content"] for m in sent["messages"]][-1] == AGAIN
+    assert set(sent) == {"model", "messages"}
+    # the recording keeps what the client sent as its request, and what went upstream
+    [recording] = records.iterdir()
+    live = [json.loads(x) for x in recording.read_text().splitlines()][-1]
+    assert "required_prefix_token_ids" not in live["request"]
+    assert live["forwarded"]["required_prefix_token_ids"] == expected
 
 
 def test_without_the_option_the_live_call_carries_no_prefix(
