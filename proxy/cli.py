@@ -136,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--handoff-tokens",
         action="store_true",
-        help="a resumed session's first live Chat Completions or Responses call carries "
+        help="a restored session's first live Chat Completions call carries "
         "required_prefix_token_ids: the last replayed turn's recorded prompt and generation "
         "token ids, so a token-in upstream (NeMo RL's vLLM server) continues from exactly them",
     )

@@ -281,7 +281,9 @@ def _decide(job: _DecideJob, sent: Sequence[Trajectory]) -> Decided | _Missing:
     )
     raw, spliced, history = None, 0, body.get(api.history)
     if isinstance(decision, Forward) and _RULES.strict is None:  # as completions prepares it
-        live, spliced = api.live(body, decision.splice)
+        assert _SETTINGS is not None
+        tokens = script.tokens_upstream(_SETTINGS.handoff_tokens)
+        live, spliced = api.live(body, decision.splice, tokens=tokens)
         if live is not None:
             raw, history = orjson.dumps(live), live.get(api.history)
     if isinstance(decision, Scripted):  # its turn goes back as its number: it is the script's

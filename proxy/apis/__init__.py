@@ -35,6 +35,7 @@ from proxy.apis.readback import Assembled
 from proxy.apis.request import loads_object
 from proxy.replay.conversation import Conversation
 from proxy.replay.splice import Insertion, apply_chat
+from proxy.replay.tokens import without_tokens
 from proxy.replay.trajectory import Turn
 from proxy.upstream.dialect import GOOGLE, OPENAI, Dialect
 
@@ -105,17 +106,20 @@ class Api:
         return conv
 
     def live(
-        self, body: dict[str, Any], splice: tuple[Insertion, ...]
+        self, body: dict[str, Any], splice: tuple[Insertion, ...], *, tokens: bool = True
     ) -> tuple[dict[str, Any] | None, int]:
         """The body to send upstream once the script is used up, and how many user messages
         were spliced into it: the recording's later user messages spliced in, what only the
-        proxy made up taken out; None when it is the body as the client sent it."""
+        proxy made up taken out, and the token fields too unless `tokens`
+        (Trajectory.tokens_upstream); None when it is the body as the client sent it."""
         history = body.get(self.history)
         if not isinstance(history, list):
             return None, 0
         # splice first: its positions are those of the history as the client sent it
         spliced = self.splice(history, splice) if splice else history
         cleaned = self.clean(spliced)
+        if not tokens:
+            cleaned = without_tokens(cleaned if cleaned is not None else spliced) or cleaned
         count = sum(len(i.users) for i in splice)
         if cleaned is None and not splice:
             return None, count

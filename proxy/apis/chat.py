@@ -171,7 +171,9 @@ def _choice_tokens(tokens: Tokens | None, choice: dict[str, Any], last: bool) ->
 
 def chat_completion(turn: Turn, *, model: str, completion_id: str, created: int) -> bytes:
     tokens = turn.tokens
-    message = chat_message(turn, tokens=_on_message(tokens))
+    message = chat_message(turn, tokens=False)
+    if tokens is not None and _on_message(tokens):
+        message.update(tokens.nemo_gym())  # as NeMo-Gym's Chat Completions message holds them
     choice = {
         "index": 0,
         "message": message,

@@ -141,7 +141,11 @@ def trajectory_from_messages(
             try:
                 tokens = read_tokens(msg)
             except BadTokens as exc:
-                raise LoadError(source, idx, str(exc)) from None
+                if fmt != "recording":
+                    raise LoadError(source, idx, str(exc)) from None
+                # an upstream's answer, recorded as it came: its run is still a run
+                skipped.append(Note(idx, f"its token fields are not kept: {exc}"))
+                tokens = None
             calling = bool(msg.get("tool_calls")) or isinstance(msg.get("function_call"), dict)
             if not calling and not text.strip():
                 if task is None and not turns and has_user:

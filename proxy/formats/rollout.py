@@ -5,12 +5,14 @@ The line is what `ng_collect_rollouts` writes (formats/harness_logs/nemo_gym.py 
 `responses_create_params.input` holds the prompt (the system prompt and the task), and
 `response.output` everything after it as Responses items, in order: per turn the user messages it
 answered, its reasoning, message and function calls, then each call's recorded output. A turn's
-token ids and log-probabilities (proxy.replay.tokens) go on the item that ends its model call, as
-NeMo-Gym's converter puts them (`prompt_token_ids`, `generation_token_ids`,
-`generation_log_probs`, `routed_experts`); OpenAI logprobs stay on the output_text part. A turn
-that recorded none carries none, except the mark `generation_token_ids: []` on a model call that
-follows a text answer with nothing between (else it would read back as part of that answer; the
-chat export writes the same mark). `response.usage` is the sum of the turns' recorded usage, as
+token ids and log-probabilities (proxy.replay.tokens: `prompt_token_ids`, `generation_token_ids`,
+`generation_log_probs`, `routed_experts`) go on the first item of its model call: a reader tells
+the calls apart by the item that carries them (NeMo-Gym's converter takes a call's from whichever
+item has them), and after a call's last item the next call's first would join it. OpenAI
+logprobs stay on the output_text part. A turn that recorded none carries none, except where two
+calls follow each other with nothing between: each then carries at least the mark
+`generation_token_ids: []` (else they would read back as one; the chat export writes the same
+mark). `response.usage` is the sum of the turns' recorded usage, as
 NeMo-Gym's agents add up their calls' (null when no turn recorded any), and `created_at` the last
 turn's time (left out when the run recorded none). No reward: the environment's verifier gives one.
 """
@@ -32,19 +34,24 @@ def to_rollout(t: Trajectory, *, model: str | None = None) -> dict[str, Any]:
     if t.task is not None:
         given.append({"role": "user", "content": t.task, "type": "message"})
     output: list[dict[str, Any]] = []
-    after_final = False
+    before: dict[str, Any] | None = None  # the last call's first item, while nothing followed it
     for turn in t.turns:
         for user in (*turn.follow_up, *turn.users_before):
             output.append(_user(user.content))
-        alone = after_final and not turn.follow_up and not turn.users_before
-        output += _items(turn, alone)
-        after_final = turn.final
+            before = None
+        items = _items(turn)
+        if before is not None:  # two calls with nothing between: each must say it is one
+            before.setdefault(OWN_CALL, [])
+            items[0].setdefault(OWN_CALL, [])
+        output += items
+        before = items[0]
         for call in turn.tool_calls:
             recorded = t.tool_outputs.get(call.id)
             if recorded is not None:
                 output.append(
                     {"type": "function_call_output", "call_id": call.id, "output": recorded}
                 )
+                before = None
     for user in t.trailing_users:
         output.append(_user(user.content))
     response: dict[str, Any] = {"id": f"resp_{t.digest[:24]}", "object": "response"}
@@ -69,7 +76,7 @@ def line(t: Trajectory, *, model: str | None = None) -> bytes:
     return orjson.dumps(to_rollout(t, model=model)) + b"\n"
 
 
-def _items(turn: Turn, alone: bool) -> list[dict[str, Any]]:
+def _items(turn: Turn) -> list[dict[str, Any]]:
     n = turn.number
     items: list[dict[str, Any]] = []
     if turn.reasoning is not None:
@@ -99,11 +106,8 @@ def _items(turn: Turn, alone: bool) -> list[dict[str, Any]]:
         }
         item.update(call.served_with("responses"))  # a namespace, as recorded
         items.append(item)
-    ending = items[-1]
     if tokens is not None and tokens.generation is not None:
-        ending.update(tokens.nemo_gym())
-    elif alone:
-        ending[OWN_CALL] = []  # a model call of its own (formats/chat.py)
+        items[0].update(tokens.nemo_gym())
     return items
 
 

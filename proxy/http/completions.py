@@ -35,6 +35,7 @@ from proxy.http.inflight import InFlight
 from proxy.http.recorded import answer_recorded
 from proxy.lineage import lineage_of
 from proxy.offload import Decided
+from proxy.recording.recorder import RawJson
 from proxy.recording.tap import dump_record
 from proxy.replay.conversation import Conversation, Lane, session_id, session_problem
 from proxy.replay.engine import (
@@ -96,7 +97,7 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
             session=session,
             lane=lane,
             api=api,
-            body=body if offloaded is None else orjson.Fragment(raw),  # recorded as it came
+            body=body if offloaded is None else RawJson(raw),  # recorded as it came
             stream=conv.stream,
             perf_start=started,
         )
@@ -306,7 +307,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         await _off_loop_if(call.request.large, partial(_prepare_live, call, decision, script))
     first_live = state.prefix_messages == conv.message_count and decision.held > 0
     if runtime.settings.handoff_tokens and live_root and first_live:
-        handoff.with_prefix_tokens(call, script, decision)
+        handoff.with_prefix_tokens(call, script, decision, state.restore)
     return await _forward(call, state.prefix_messages, str(decision.reason))
 
 
@@ -320,7 +321,8 @@ def _prepare_live(call: InFlight, decision: Forward, script: Trajectory | None) 
     """Splice the recording's later user messages in; take out what only the proxy made up."""
     if script is None:
         return
-    live, spliced = call.api.live(call.body, decision.splice)
+    tokens = script.tokens_upstream(call.runtime.settings.handoff_tokens)
+    live, spliced = call.api.live(call.body, decision.splice, tokens=tokens)
     if live is not None:
         # a new body: the recording keeps the one the client sent as its request
         call.body, call.raw = live, orjson.dumps(live)
@@ -335,7 +337,7 @@ def _prepared_elsewhere(call: InFlight, decided: Decided) -> None:
     if decided.raw is not None:
         call.raw = decided.raw
         if call.tap is not None:
-            call.tap.exchange.forwarded = orjson.Fragment(decided.raw)
+            call.tap.exchange.forwarded = RawJson(decided.raw)
     call.history = decided.history
     if decided.spliced:
         call.headers.append((b"x-replay-spliced", str(decided.spliced).encode()))

@@ -14,13 +14,15 @@ import orjson
 from proxy.errors import Fenced, NotRestored
 from proxy.http.inflight import InFlight
 from proxy.lineage import Lineage
+from proxy.recording.recorder import RawJson
 from proxy.replay import restore
 from proxy.replay.engine import Forward
 from proxy.replay.tokens import PREFIX_FIELD
 from proxy.replay.trajectory import Trajectory
 
-# the APIs whose request body a token-in server reads the prefix from
-TOKEN_IN_APIS = frozenset({"chat", "responses"})
+# the APIs whose request body a token-in server reads the prefix from (NeMo RL's vLLM server:
+# Chat Completions)
+TOKEN_IN_APIS = frozenset({"chat"})
 
 log = logging.getLogger("proxy.requests")
 
@@ -94,28 +96,39 @@ def hand_off(call: InFlight, verdict: dict[str, Any], held_back: bool) -> None:
     call.headers.append((b"x-replay-restore", said.encode()))
 
 
-def with_prefix_tokens(call: InFlight, script: Trajectory | None, decision: Forward) -> None:
-    """--handoff-tokens, on a session's first live call: the body gets the last replayed turn's
-    recorded prompt and generation ids as `required_prefix_token_ids`, added to the bytes as they
-    are (the body is not written again). Said in x-replay-handoff-tokens: the count sent, or why
-    none was."""
+def with_prefix_tokens(
+    call: InFlight, script: Trajectory | None, decision: Forward, verdict: dict[str, Any] | None
+) -> None:
+    """--handoff-tokens, on a session's first live Chat Completions call: the body gets the last
+    replayed turn's recorded prompt and generation ids as `required_prefix_token_ids`, added to
+    the bytes as they came (the body is not written again). Only for a restored session: else
+    the live history holds other tool results than the recorded ids do. Said in
+    x-replay-handoff-tokens: the count sent (0: none, and the log says why)."""
     if script is None or call.api.name not in TOKEN_IN_APIS:
         return
     prefix = script.prefix_tokens(decision.held)
-    why = None
-    if prefix is None:
-        why = f"turn {decision.held} recorded no prompt and generation token ids"
+    said = verdict["verdict"] if verdict is not None else restore.PENDING
+    end = _closing_brace(call.raw)
+    if said != restore.RESTORED:
+        why = (
+            f"the restore verdict is {said}: the live history is not what turn {decision.held} saw"
+        )
+    elif prefix is None:
+        why = f"turn {decision.held} recorded no whole prompt and generation token ids"
     elif PREFIX_FIELD in call.body:
         why = f"the request has its own {PREFIX_FIELD}"
-    raw = call.raw.rstrip()
-    if why is None and prefix is not None and raw.endswith(b"}"):
-        joint = b"," if raw[:-1].rstrip() != b"{" else b""
+    elif end is None:
+        why = "the body does not end as a JSON object does"
+    else:
+        head = len(call.raw[:end].rstrip())  # what comes before the closing brace
+        empty = call.raw[:head].endswith(b"{")
         field = orjson.dumps(PREFIX_FIELD) + b":" + orjson.dumps(prefix)
-        call.raw = raw[:-1].rstrip() + joint + field + b"}"
-        if isinstance(call.body, dict) and call.offloaded is None:
+        view = memoryview(call.raw)
+        call.raw = b"".join((view[:head], b"" if empty else b",", field, b"}"))
+        if call.offloaded is None:
             call.body = {**call.body, PREFIX_FIELD: prefix}
         if call.tap is not None:
-            call.tap.exchange.forwarded = orjson.Fragment(call.raw)
+            call.tap.exchange.forwarded = RawJson(call.raw)
         call.headers.append((b"x-replay-handoff-tokens", str(len(prefix)).encode()))
         log.info(
             "session=%s hand-off: %d prefix token ids of turn %d sent as %s",
@@ -124,3 +137,9 @@ def with_prefix_tokens(call: InFlight, script: Trajectory | None, decision: Forw
         return
     log.warning("session=%s hand-off: no prefix token ids sent: %s", call.session, why)
     call.headers.append((b"x-replay-handoff-tokens", b"0"))
+
+
+def _closing_brace(raw: bytes) -> int | None:
+    """Where the body's closing brace is, when only whitespace follows it."""
+    end = len(raw.rstrip()) - 1  # rstrip gives raw itself back when nothing trails
+    return end if end > 0 and raw[end : end + 1] == b"}" else None

@@ -41,6 +41,20 @@ SESSIONS_KEPT = 10_000  # sessions whose run this process keeps in mind; others 
 log = logging.getLogger("proxy.recording")
 
 
+class RawJson(bytes):
+    """A JSON body kept as the bytes it came in, for a line: written into it as it is, without
+    reading it (in the writer thread, made one line first when a client sent it indented)."""
+
+
+def _raw_json(value: Any) -> Any:
+    """orjson's hook for what it cannot write itself: a RawJson, as the JSON it holds."""
+    if isinstance(value, RawJson):
+        if value.find(b"\n") != -1 or value.find(b"\r") != -1:  # one exchange, one line
+            return orjson.Fragment(orjson.dumps(orjson.loads(memoryview(value))))
+        return orjson.Fragment(bytes(value))
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 @dataclass(slots=True)
 class Exchange:
     session: str
@@ -74,7 +88,7 @@ class Exchange:
         data.update((f.name, getattr(self, f.name)) for f in fields(self))
         if not data["extra"]:
             del data["extra"]
-        return redact(orjson.dumps(data), secrets) + b"\n"
+        return redact(orjson.dumps(data, default=_raw_json), secrets) + b"\n"
 
 
 def redact(data: bytes, secrets: Iterable[str]) -> bytes:
@@ -226,7 +240,7 @@ def _seen(exchange: Exchange) -> dict[str, Any]:
         "api": exchange.api,
         "status": exchange.status,
         "error": exchange.error,
-        "request": exchange.request,
+        "request": _raw_json(r) if isinstance(r := exchange.request, RawJson) else r,
         "message": exchange.message,
     }
 

@@ -17,7 +17,7 @@ import orjson
 from proxy.apis.readback import Assembled, sse_events
 from proxy.errors import ProxyError
 from proxy.recording.dumper import Dumper
-from proxy.recording.recorder import Exchange, Recorder
+from proxy.recording.recorder import Exchange, RawJson, Recorder
 from proxy.replay.trajectory import Recorded
 from proxy.sessions.status import iso
 from proxy.upstream import Captured
@@ -107,8 +107,8 @@ class Tap:
         body = b"".join(parts)
         if stream:
             x.events = sse_events(body)
-        else:
-            x.response = _json_or_text(body)
+        else:  # the proxy's own JSON: written into the line as it is, never read again here
+            x.response = RawJson(body)
         x.ttfb_ms = x.duration_ms = self._ms(time.perf_counter())
         await self._record()
 

@@ -35,6 +35,43 @@ PREFIX_FIELD = "required_prefix_token_ids"
 FIELDS = frozenset({*NEMO_GYM_FIELDS, EXPERTS, VLLM_GENERATION, LOGPROBS})
 
 
+# what a client may send back in its history of the fields the proxy served: taken out of a live
+# request's history for an upstream that is not token-in (Trajectory.tokens_upstream)
+ECHOED = (PROMPT, GENERATION, LOG_PROBS, EXPERTS, VLLM_GENERATION)
+
+
+# where LiteLLM keeps a message's fields it does not know, and sends them back (mini-swe-agent)
+LITELLM_EXTRA = "provider_specific_fields"
+
+
+def without_tokens(history: list[Any]) -> list[Any] | None:
+    """The history with the token fields taken off its entries (a chat message, a Responses
+    item, and LiteLLM's provider_specific_fields of a message); None when no entry has any: the
+    body then goes as it came."""
+    out: list[Any] | None = None
+    for k, entry in enumerate(history):
+        if isinstance(entry, dict) and (kept := _untokened(entry)) is not None:
+            if out is None:
+                out = list(history)
+            out[k] = kept
+    return out
+
+
+def _untokened(entry: dict[str, Any]) -> dict[str, Any] | None:
+    extra = entry.get(LITELLM_EXTRA)
+    nested = isinstance(extra, dict) and any(f in extra for f in ECHOED)
+    if not nested and not any(f in entry for f in ECHOED):
+        return None
+    kept = {key: v for key, v in entry.items() if key not in ECHOED}
+    if nested and isinstance(extra, dict):
+        rest = {key: v for key, v in extra.items() if key not in ECHOED}
+        if rest:
+            kept[LITELLM_EXTRA] = rest
+        else:  # there for the token fields alone
+            del kept[LITELLM_EXTRA]
+    return kept
+
+
 class BadTokens(ValueError):
     """Token fields that cannot be what a model call recorded; the message says which and why."""
 
@@ -57,7 +94,12 @@ class Tokens:
             return self.log_probs
         if self.entries is None:
             return None
-        return [e.get("logprob") for e in self.entries if isinstance(e, dict)]
+        derived = [e.get("logprob") if isinstance(e, dict) else None for e in self.entries]
+        if self.generation is not None and len(derived) != len(self.generation):
+            return None  # not one per generated id: none, rather than a list that misleads
+        if any(type(p) not in (int, float) for p in derived):
+            return None
+        return derived
 
     def nemo_gym(self) -> dict[str, Any]:
         """NeMo-Gym's fields, for an item or message that has no other place for them (a
@@ -77,8 +119,11 @@ class Tokens:
         """The fields on a chat-form assistant message (a Chat Completions answer's message, a
         recording's, `convert`'s), in the recording's own family."""
         if self.style == "nemo-gym":
-            return self.nemo_gym()
-        out: dict[str, Any] = {}
+            out = self.nemo_gym()
+            if self.entries is not None:
+                out[LOGPROBS] = {"content": self.entries}
+            return out
+        out = {}
         if self.style == "vllm":
             if self.prompt is not None:
                 out[PROMPT] = self.prompt
@@ -92,7 +137,9 @@ class Tokens:
         generation (what a token-in server continues from); None without both."""
         if self.prompt is None or self.generation is None:
             return None
-        return [*self.prompt, *self.generation]
+        whole = [*self.prompt, *self.generation]
+        # a prompt is checked at both ends when read: what goes upstream is checked whole
+        return whole if all(type(v) is int for v in whole) else None
 
 
 def read_tokens(message: dict[str, Any]) -> Tokens | None:

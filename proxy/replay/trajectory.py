@@ -207,10 +207,19 @@ class Trajectory:
     # no turn calls a tool: the harness calls its tools through text, and the user messages
     # between turns are its observations (proxy.replay.text_based); read on every request
     text_based: bool = field(init=False)
+    tokened: bool = field(init=False)  # a turn recorded token ids or logprobs (proxy.replay.tokens)
 
     def __post_init__(self) -> None:
         text_based = bool(self.turns) and not any(t.tool_calls for t in self.turns)
         object.__setattr__(self, "text_based", text_based)
+        object.__setattr__(self, "tokened", any(t.tokens is not None for t in self.turns))
+
+    def tokens_upstream(self, token_in: bool) -> bool:
+        """Whether a live request's history may keep the token fields a client sends back: when
+        the script served none (they are the client's own), or the upstream takes token ids
+        (--handoff-tokens). Else they are taken out: a plain API may refuse a field it does not
+        know, in a message or an item."""
+        return token_in or not self.tokened
 
     @property
     def spawns_named_only(self) -> frozenset[str]:

@@ -118,9 +118,9 @@ def test_the_usage_is_the_sum_of_the_calls_and_the_tokens_end_each_call() -> Non
     assert [o["type"] for o in output] == [
         "message", "function_call", "function_call_output", "message",
     ]  # fmt: skip
-    # NeMo-Gym's converter puts a call's tokens on its last item
-    assert "generation_token_ids" not in output[0]
-    assert output[1]["generation_token_ids"] == [3, 4]
+    # on the first item of each call, which the reader tells the calls apart by
+    assert output[0]["generation_token_ids"] == [3, 4]
+    assert "generation_token_ids" not in output[1]
     assert output[3]["prompt_token_ids"] == [1, 2, 3, 4, 5]
     assert rollout["response"]["usage"] == {
         "input_tokens": 7,
@@ -129,6 +129,74 @@ def test_the_usage_is_the_sum_of_the_calls_and_the_tokens_end_each_call() -> Non
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": 10,
     }
+
+
+def call(text: str, name: str | None = None, **tokens: Any) -> dict[str, Any]:
+    """An assistant message (with a call of `name`) and the token fields given."""
+    message: dict[str, Any] = {"role": "assistant", "content": text, **tokens}
+    if name is not None:
+        message["tool_calls"] = [
+            {"id": f"c_{name}", "type": "function", "function": {"name": name, "arguments": "{}"}}
+        ]
+    return message
+
+
+def ids(generated: int) -> dict[str, Any]:
+    return {
+        "prompt_token_ids": [1],
+        "generation_token_ids": [generated],
+        "generation_log_probs": [-0.1],
+    }
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        # a text answer, then a call with text, nothing between (the second call's own)
+        [call("first", **ids(2)), call("second", "ls", **ids(3)), call("done", **ids(4))],
+        # without ids, a chat file marks a call of its own after a text answer itself
+        [call("first"), call("second", "ls", generation_token_ids=[]), call("done")],
+        [
+            call("first", **ids(2)),
+            call("second", "ls", generation_token_ids=[]),
+            call("done", **ids(4)),
+        ],
+        [call("first"), call("second", "ls", **ids(3)), call("done")],
+    ],
+    ids=["all-with-ids", "none-with-ids", "first-and-last", "middle-only"],
+)
+def test_calls_that_follow_each_other_read_back_as_the_same_calls(
+    calls: list[dict[str, Any]],
+) -> None:
+    rows = [{"role": "user", "content": "task"}, *calls]
+    t = load_bytes(orjson.dumps(rows), name="t", source="t.json")
+    assert len(t.turns) == 3
+    [back] = load_many(line(t), name="back", source="back.jsonl")
+    assert as_read(back) == as_read(t)
+
+
+def test_a_call_whose_output_was_not_recorded_stays_apart_from_the_next() -> None:
+    rows = [{"role": "user", "content": "task"}, call("", "ls"), call("done")]
+    t = load_bytes(orjson.dumps(rows), name="t", source="t.json")
+    [back] = load_many(line(t), name="back", source="back.jsonl")
+    assert [(u.text, [c.name for c in u.tool_calls]) for u in back.turns] == [
+        ("", ["ls"]),
+        ("done", []),
+    ]
+
+
+def test_openai_logprobs_beside_nemo_gyms_ids_survive_both_exports() -> None:
+    entries = [{"token": "hi", "logprob": -0.1, "bytes": None, "top_logprobs": []}]
+    rows = [
+        {"role": "user", "content": "task"},
+        call("hi", **ids(2), logprobs={"content": entries}),
+    ]
+    t = load_bytes(orjson.dumps(rows), name="t", source="t.json")
+    tokens = t.turns[0].tokens
+    assert tokens is not None and tokens.entries == entries
+    [back] = load_many(line(t), name="back", source="back.jsonl")
+    chat = load_bytes(orjson.dumps(to_messages(t)), name="c", source="c.json")
+    assert back.turns[0].tokens == chat.turns[0].tokens == tokens
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from proxy.recording.recorder import FORMAT_VERSION, REDACTED, Exchange, Recorder, redact
+from proxy.recording.recorder import (
+    FORMAT_VERSION,
+    REDACTED,
+    Exchange,
+    RawJson,
+    Recorder,
+    redact,
+)
 
 CLIENT_KEY = "sk-client-0123456789abcdef"
 UPSTREAM_KEY = "sk-upstream-fedcba9876543210"
@@ -102,3 +109,17 @@ def test_a_session_that_is_no_file_name_is_refused(tmp_path: Path) -> None:
         assert recorder.path_for("ses_1") == tmp_path / "ses_1.jsonl"
     finally:
         recorder.close()
+
+
+def test_a_body_kept_as_its_bytes_is_written_into_one_line_as_the_json_it_holds() -> None:
+    """A request recorded as it came (read in a worker, or given a hand-off prefix) may be
+    indented by its client: the line is still one line, and holds the same JSON."""
+    indented = (
+        b'{\n  "model": "m",\n  "messages": [\n    {"role": "user", "content": "a\\nb"}\n  ]\n}'
+    )
+    compact = b'{"model":"m","messages":[]}'
+    line = exchange(request=RawJson(indented), forwarded=RawJson(compact)).line([])
+    assert line.count(b"\n") == 1 and line.endswith(b"\n")
+    data = json.loads(line)
+    assert data["request"] == json.loads(indented)
+    assert data["forwarded"] == {"model": "m", "messages": []}

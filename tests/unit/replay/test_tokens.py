@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.apis import chat, responses
-from proxy.replay.tokens import Tokens, read_tokens
+from proxy.apis import CHAT, chat, responses
+from proxy.replay.tokens import Tokens, read_tokens, without_tokens
 from proxy.replay.trajectory import ToolCall, Trajectory, Turn
 
 ENTRIES = [
@@ -122,3 +122,42 @@ def test_a_turn_without_tokens_is_served_as_before() -> None:
     assert body["choices"][0]["logprobs"] is None
     item = orjson.loads(responses.response_object(turn(None), {}, key="k", created=1))["output"][0]
     assert "generation_token_ids" not in item and item["content"][0]["logprobs"] == []
+
+
+def test_token_fields_are_taken_off_every_entry_and_nothing_else() -> None:
+    history = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "a", "prompt_token_ids": [1], "token_ids": [2]},
+        {"type": "function_call", "call_id": "c", "generation_token_ids": [3],
+         "generation_log_probs": [-1.0], "routed_experts": "x"},
+    ]  # fmt: skip
+    out = without_tokens(history)
+    assert out == [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "a"},
+        {"type": "function_call", "call_id": "c"},
+    ]
+    assert out[0] is history[0]  # entries without any are not copied
+    assert without_tokens([{"role": "user", "content": "hi"}]) is None
+
+
+def test_litellms_copy_of_them_is_taken_off_too() -> None:
+    """mini-swe-agent sends back what LiteLLM kept of a message's unknown fields."""
+    extra = {"generation_token_ids": [3], "prompt_token_ids": [1], "refusal": None}
+    history = [{"role": "assistant", "content": "a", "provider_specific_fields": extra}]
+    assert without_tokens(history) == [
+        {"role": "assistant", "content": "a", "provider_specific_fields": {"refusal": None}}
+    ]
+    only = [{"role": "assistant", "content": "a", "provider_specific_fields": {"token_ids": [2]}}]
+    assert without_tokens(only) == [{"role": "assistant", "content": "a"}]
+
+
+@pytest.mark.parametrize("tokens", [True, False])
+def test_a_live_body_keeps_or_loses_them_as_the_upstream_takes_them(tokens: bool) -> None:
+    body = {"model": "m", "messages": [{"role": "assistant", "content": "a",
+                                        "generation_token_ids": [3], "prompt_token_ids": [1]}]}  # fmt: skip
+    live, _ = CHAT.live(body, (), tokens=tokens)
+    if tokens:
+        assert live is None  # the body goes as it came
+    else:
+        assert live == {"model": "m", "messages": [{"role": "assistant", "content": "a"}]}

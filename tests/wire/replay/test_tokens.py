@@ -18,7 +18,9 @@ from typing import Any
 import anthropic
 import httpx
 import openai
+import orjson
 import pytest
+from starlette.responses import Response
 
 from proxy.formats import load_many
 from tests.conftest import ROOT, ProxyFactory
@@ -290,3 +292,166 @@ def test_over_the_anthropic_api_no_tokens_are_served_but_the_export_keeps_them(
         line = httpx.get(url.removesuffix("/v1") + "/replay/sessions/claude-rl/rollout").json()
     calls = [o for o in line["response"]["output"] if o.get("role") == "assistant"]
     assert [{f: c.get(f) for f in FIELDS} for c in calls] == [recorded(0), recorded(1)]
+
+
+def test_an_indented_body_is_recorded_one_line_per_exchange_and_still_exports(
+    proxy: ProxyFactory, tmp_path: Path
+) -> None:
+    """The hand-off adds the prefix to the bytes as the client sent them, indented here: the
+    recording still holds one exchange per line, so the session still exports."""
+    fake = FakeUpstream().then(vllm_text("Live answer.", LIVE_PROMPT, LIVE_IDS, LIVE_LOGPROBS))
+    records = tmp_path / "records"
+    headers = {"x-replay-trajectory": "cs.1", "x-session-affinity": "pretty",
+               "content-type": "application/json"}  # fmt: skip
+    with (
+        running(fake.app) as upstream,
+        proxy(
+            upstream=upstream + "/v1", trajectory_dir=folder_with_rollout(tmp_path),
+            record_dir=records, replay_turns=2, handoff_tokens=True, offload_bytes=100,
+        ) as url,
+    ):  # fmt: skip
+        history: list[Any] = list(PROMPT)
+        for _ in range(3):
+            body = json.dumps({"model": "m", "messages": history}, indent=2)
+            answer = httpx.post(f"{url}/chat/completions", content=body, headers=headers)
+            assert answer.status_code == 200, answer.text
+            text = answer.json()["choices"][0]["message"]["content"]
+            history += [{"role": "assistant", "content": text}, {"role": "user", "content": AGAIN}]
+        line = httpx.get(url.removesuffix("/v1") + "/replay/sessions/pretty/rollout")
+    assert line.status_code == 200, line.text
+    [recording] = records.iterdir()
+    lines = recording.read_text().splitlines()
+    assert len(lines) == 3 and all(json.loads(x)["type"] == "exchange" for x in lines)
+    live = json.loads(lines[-1])
+    assert live["forwarded"]["required_prefix_token_ids"] == (
+        recorded(1)["prompt_token_ids"] + recorded(1)["generation_token_ids"]
+    )
+    assert "required_prefix_token_ids" in json.loads(fake.posts()[0].body)
+
+
+def test_an_upstream_answer_whose_token_fields_cannot_be_a_calls_keeps_its_run(
+    proxy: ProxyFactory, tmp_path: Path
+) -> None:
+    """Not the proxy's to vouch for: the live call is kept without them, and the run exports."""
+    fake = FakeUpstream().then(
+        lambda seen: Response(
+            orjson.dumps(
+                {
+                    "id": "c",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {
+                                "role": "assistant",
+                                "content": "Live answer.",
+                                "prompt_token_ids": [1],
+                                "generation_token_ids": [1, 2],
+                                "generation_log_probs": [-0.1],
+                            },
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+                }
+            ),
+            media_type="application/json",
+        )
+    )
+    with (
+        running(fake.app) as upstream,
+        proxy(
+            upstream=upstream + "/v1", trajectory_dir=folder_with_rollout(tmp_path),
+            record_dir=tmp_path / "records", replay_turns=2,
+        ) as url,
+    ):  # fmt: skip
+        c = client(url, "odd")
+        history: list[Any] = list(PROMPT)
+        for _ in range(3):
+            text, _ = chat_call(c, history, False)
+            history += [{"role": "assistant", "content": text}, {"role": "user", "content": AGAIN}]
+        answer = httpx.get(url.removesuffix("/v1") + "/replay/sessions/odd/rollout")
+    assert answer.status_code == 200, answer.text
+    calls = [o for o in answer.json()["response"]["output"] if o.get("role") == "assistant"]
+    assert [c["content"][0]["text"] for c in calls][-1] == "Live answer."
+    assert [("generation_token_ids" in c) for c in calls] == [True, True, False]
+
+
+SCRIPT = [
+    {"role": "user", "content": "List the files."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_ls", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        ],
+        "prompt_token_ids": [11, 12, 13],
+        "generation_token_ids": [21, 22],
+        "generation_log_probs": [-0.25, -0.5],
+    },
+    {"role": "tool", "tool_call_id": "call_ls", "content": "notes.txt"},
+    {"role": "assistant", "content": "One file: notes.txt."},
+]
+
+
+@pytest.mark.parametrize(
+    ("result", "sent"), [("notes.txt", [11, 12, 13, 21, 22]), ("other.txt", None)],
+    ids=["restored", "restart-only"],
+)  # fmt: skip
+def test_the_prefix_goes_only_with_a_restored_session(
+    proxy: ProxyFactory, tmp_path: Path, write_trajectory: Any, result: str, sent: Any
+) -> None:
+    """A tool result that came back otherwise than recorded: the live history is not what the
+    recorded ids saw, so none are sent, and the header and the log say so."""
+    fake = FakeUpstream().then(vllm_text("Done.", LIVE_PROMPT, LIVE_IDS, LIVE_LOGPROBS))
+    path = write_trajectory(SCRIPT, name="ls")
+    with (
+        running(fake.app) as upstream,
+        proxy(upstream=upstream + "/v1", trajectory=[path], replay_turns=1,
+              handoff_tokens=True) as url,
+    ):  # fmt: skip
+        headers = {"x-replay-trajectory": "ls", "x-session-affinity": f"ls-{result}"}
+        messages: list[Any] = [SCRIPT[0]]
+        tools = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
+        body = {"model": "m", "messages": messages, "tools": tools}
+        first = httpx.post(f"{url}/chat/completions", json=body, headers=headers).json()
+        first = first["choices"][0]["message"]
+        assert first["generation_token_ids"] == [21, 22]
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": first["tool_calls"]},
+            {"role": "tool", "tool_call_id": "call_ls", "content": result},
+        ]
+        live = httpx.post(f"{url}/chat/completions", json=body, headers=headers)
+    assert live.status_code == 200
+    [seen] = fake.posts()
+    assert seen.json.get("required_prefix_token_ids") == sent
+    assert live.headers["x-replay-handoff-tokens"] == str(len(sent) if sent else 0)
+
+
+@pytest.mark.parametrize("token_in", [False, True], ids=["plain-upstream", "token-in"])
+def test_token_fields_a_client_sends_back_reach_only_a_token_in_upstream(
+    proxy: ProxyFactory, tmp_path: Path, token_in: bool
+) -> None:
+    """A loop that appends the SDK's message as it is sends the served fields back; a plain API
+    may refuse them, so they are taken out, unless the upstream takes token ids."""
+    fake = FakeUpstream().then(vllm_text("Live answer.", LIVE_PROMPT, LIVE_IDS, LIVE_LOGPROBS))
+    with (
+        running(fake.app) as upstream,
+        proxy(
+            upstream=upstream + "/v1", trajectory_dir=folder_with_rollout(tmp_path),
+            replay_turns=2, handoff_tokens=token_in,
+        ) as url,
+    ):  # fmt: skip
+        c = client(url, f"echo-{token_in}")
+        history: list[Any] = list(PROMPT)
+        for _ in range(3):
+            reply = c.chat.completions.create(model="m", messages=history)
+            history += [reply.choices[0].message.model_dump(exclude_none=True)]
+            history += [{"role": "user", "content": AGAIN}]
+    assert all("generation_token_ids" in m for m in history[2:6:2])  # sent back, as served
+    [live] = fake.posts()
+    echoed = [m for m in live.json["messages"] if "generation_token_ids" in m]
+    assert len(echoed) == (2 if token_in else 0)
+    assert [m["content"] for m in live.json["messages"]] == [m["content"] for m in history[:6]]
