@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from proxy.replay.tokens import Tokens
     from proxy.replay.trajectory import Trajectory
 
 EXIT_BAD_FILE = 1
@@ -647,6 +648,18 @@ def _user(t: Trajectory, index: int) -> str:
     return f"user {where}" if where.startswith("message ") else f"user message at {where}"
 
 
+def _tokens(tokens: Tokens) -> str:
+    """What `check` says of a turn's recorded tokens."""
+    said = []
+    if tokens.generation is not None:
+        said.append(f"{len(tokens.generation)} generated token ids")
+    if tokens.prompt is not None:
+        said.append(f"{len(tokens.prompt)} prompt ids")
+    if tokens.generation_log_probs() is not None or tokens.entries is not None:
+        said.append("logprobs")
+    return f"{', '.join(said) or 'token fields'} ({tokens.style})"
+
+
 def describe(t: Trajectory, *, named: bool = False) -> str:
     """What `check` prints of a trajectory; `named`: one of a file's several (rollouts), led by
     its own name (NAME.LINE), the one a request picks it by."""
@@ -688,6 +701,8 @@ def describe(t: Trajectory, *, named: bool = False) -> str:
         ]
         if turn.reasoning:
             parts.append("reasoning")
+        if turn.tokens is not None:  # served with the turn (docs/rl-pipelines.md)
+            parts.append(_tokens(turn.tokens))
         lines.append(f"  turn {turn.number} ({t.place(turn.index)}): {', '.join(parts)}")
         if turn.text:
             lines.append(f"    text: {_short(turn.text)}")

@@ -277,6 +277,15 @@ class Trajectory:
                         for c in t.tool_calls
                     ],
                     "final": t.final,
+                    "tokens": None
+                    if t.tokens is None
+                    else {
+                        "style": t.tokens.style,
+                        "generated": len(t.tokens.generation or ()),
+                        "prompt": len(t.tokens.prompt or ()),
+                        "logprobs": t.tokens.generation_log_probs() is not None
+                        or t.tokens.entries is not None,
+                    },
                     "users_before": [u.index for u in t.users_before],
                     "follow_up": [u.index for u in t.follow_up],
                 }

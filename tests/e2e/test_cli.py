@@ -324,6 +324,14 @@ def test_check_fails_a_file_it_mostly_drops_and_names_the_lines_of_a_rollout(
     assert result.returncode == 0
     assert "turn 4 (line 1, response.output[0]): 1 tool call(s)" in result.stdout
     assert "skipped line 1, response.output[4]: a follow-up after the last answer" in result.stdout
+    # a rollout that records token ids: check says each call's, as it will serve them
+    tokened = ROOT / "tests/fixtures/corpus/nemo-gym/customer_service_env.jsonl"
+    result = run("check", str(tokened))
+    assert result.returncode == 0
+    assert (
+        "turn 1 (line 1, response.output[0]): text, 118 generated token ids, 32 prompt ids, "
+        "logprobs (nemo-gym)"
+    ) in result.stdout
 
 
 def test_check_fails_a_rollout_file_most_of_whose_lines_it_cannot_read(tmp_path: Path) -> None:
