@@ -29,6 +29,7 @@ from bench import (
     procs,
     resumes,
     rollouts,
+    sessions,
     sidebyside,
     slow,
     sockets,
@@ -50,6 +51,7 @@ SUITES = (
     "heavy",
     "sockets",
     "tokens",
+    "sessions",
 )
 
 
@@ -382,6 +384,9 @@ def main() -> None:
     if "tokens" in args.suites:
         results["tokens"] = tokens.suite(max(args.repeat, 5))
         print(tokens.table(results["tokens"]))
+    if "sessions" in args.suites:
+        results["sessions"] = sessions.suite()
+        print(sessions.table(results["sessions"]))
     rows = targets(
         results.get("throughput", {}),
         results.get("footprint"),
@@ -416,6 +421,8 @@ def main() -> None:
         rows += heavy.targets(results["heavy"])
     if "tokens" in results:
         rows += tokens.targets(results["tokens"])
+    if "sessions" in results:
+        rows += sessions.targets(results["sessions"])
     if rows:
         width = max(len(r[0]) for r in rows)
         print("\ntargets")

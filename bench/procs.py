@@ -148,6 +148,8 @@ error_log {folder}/error.log warn;
 events {{ worker_connections 8192; }}
 http {{
     access_log off;
+    client_max_body_size 0;
+    client_body_buffer_size 4m;  # a long session's request kept in memory, as the proxy keeps it
     client_body_temp_path {folder}/body;
     proxy_temp_path {folder}/proxy;
     fastcgi_temp_path {folder}/fastcgi;
