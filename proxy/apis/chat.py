@@ -159,6 +159,13 @@ def _on_message(tokens: Tokens | None) -> bool:
     return tokens is not None and tokens.style == "nemo-gym"
 
 
+def _vllm_prompt(tokens: Tokens | None) -> dict[str, Any]:
+    """vLLM's `prompt_token_ids`, which it puts on the body (a stream: its first chunk)."""
+    if tokens is None or tokens.style != "vllm" or tokens.prompt is None:
+        return {}
+    return {PROMPT: tokens.prompt}
+
+
 def _choice_tokens(tokens: Tokens | None, choice: dict[str, Any], last: bool) -> None:
     """vLLM's `token_ids` and OpenAI's `logprobs` on a choice (of a stream: its last chunk)."""
     if tokens is None or not last:
@@ -188,9 +195,8 @@ def chat_completion(turn: Turn, *, model: str, completion_id: str, created: int)
         "model": model,
         "choices": [choice],
         "usage": chat_usage(turn),
+        **_vllm_prompt(tokens),
     }
-    if tokens is not None and tokens.style == "vllm" and tokens.prompt is not None:
-        body[PROMPT] = tokens.prompt
     return orjson.dumps(body)
 
 
@@ -207,19 +213,12 @@ def chat_stream(
 
     tokens = turn.tokens
 
-    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    def event(delta: dict[str, Any], finish: str | None = None, **top: Any) -> bytes:
         choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
         _choice_tokens(tokens, choice, finish is not None)
-        return b"data: " + orjson.dumps({**head, "choices": [choice]}) + b"\n\n"
+        return b"data: " + orjson.dumps({**head, **top, "choices": [choice]}) + b"\n\n"
 
-    if tokens is not None and tokens.style == "vllm" and tokens.prompt is not None:
-        # vLLM sends the prompt's ids with the first chunk, the generation's with the tokens
-        first = {**head, PROMPT: tokens.prompt, "choices": [
-            {"index": 0, "delta": {"role": "assistant"}, "finish_reason": None, "logprobs": None}
-        ]}  # fmt: skip
-        events = [b"data: " + orjson.dumps(first) + b"\n\n"]
-    else:
-        events = [event({"role": "assistant"})]
+    events = [event({"role": "assistant"}, **_vllm_prompt(tokens))]
     if turn.reasoning:
         events.append(event({"reasoning_content": turn.reasoning}))
     if turn.text:

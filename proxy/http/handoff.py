@@ -120,10 +120,12 @@ def with_prefix_tokens(
     elif end is None:
         why = "the body does not end as a JSON object does"
     else:
-        head = len(call.raw[:end].rstrip())  # what comes before the closing brace
-        empty = call.raw[:head].endswith(b"{")
+        head = end  # what comes before the closing brace, whitespace left out
+        while call.raw[head - 1 : head].isspace():
+            head -= 1
+        empty = call.raw[head - 1 : head] == b"{"
         field = orjson.dumps(PREFIX_FIELD) + b":" + orjson.dumps(prefix)
-        view = memoryview(call.raw)
+        view = memoryview(call.raw)  # the body is copied once, into the new one
         call.raw = b"".join((view[:head], b"" if empty else b",", field, b"}"))
         if call.offloaded is None:
             call.body = {**call.body, PREFIX_FIELD: prefix}

@@ -172,36 +172,44 @@ def read_tokens(message: dict[str, Any]) -> Tokens | None:
     return None
 
 
+# what an element must be: its types, what the list is said to be, and what one element is
+_Kind = tuple[tuple[type, ...], str, str]
+_ID: _Kind = ((int,), "a list of token ids", "a token id (an integer)")
+_NUMBER: _Kind = ((int, float), "a list of numbers", "a number")
+
+
 def _ids(message: dict[str, Any], name: str) -> list[int]:
-    value = message.get(name)
-    if not isinstance(value, list):
-        raise BadTokens(f"{name} must be a list of token ids, not {type(value).__name__}")
-    for k, v in enumerate(value):
-        if type(v) is not int:
-            raise BadTokens(f"{name}[{k}] must be a token id (an integer), not {v!r:.40}")
-    return value
+    return _checked(message, name, _ID)
 
 
 def _prompt(message: dict[str, Any]) -> list[int]:
     """The prompt's ids, checked at both ends only: a rollout's prompts grow with every call (a
     100-call run holds millions of ids), so checking each would cost more than reading the file.
     The generated ids, which a trainer learns from, are checked one by one."""
-    value = message.get(PROMPT)
-    if not isinstance(value, list):
-        raise BadTokens(f"{PROMPT} must be a list of token ids, not {type(value).__name__}")
-    for k in {0, len(value) - 1} if value else ():
-        if type(value[k]) is not int:
-            raise BadTokens(f"{PROMPT}[{k}] must be a token id (an integer), not {value[k]!r:.40}")
-    return value
+    return _checked(message, PROMPT, _ID, ends_only=True)
 
 
 def _floats(message: dict[str, Any], name: str) -> list[float]:
+    return _checked(message, name, _NUMBER)
+
+
+def _checked(
+    message: dict[str, Any],
+    name: str,
+    kind: _Kind,
+    *,
+    ends_only: bool = False,
+) -> list[Any]:
+    """The list under `name`, each element (or its two ends) of the kind's types; else
+    BadTokens naming the first that is not."""
+    types, whole, one = kind
     value = message.get(name)
     if not isinstance(value, list):
-        raise BadTokens(f"{name} must be a list of numbers, not {type(value).__name__}")
-    for k, v in enumerate(value):
-        if type(v) not in (int, float):
-            raise BadTokens(f"{name}[{k}] must be a number, not {v!r:.40}")
+        raise BadTokens(f"{name} must be {whole}, not {type(value).__name__}")
+    places = sorted({0, len(value) - 1}) if ends_only and value else range(len(value))
+    for k in places:
+        if type(value[k]) not in types:
+            raise BadTokens(f"{name}[{k}] must be {one}, not {value[k]!r:.40}")
     return value
 
 
