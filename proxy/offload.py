@@ -109,10 +109,11 @@ class Offload:
         preset: Preset | None,
         history: bool,
         observed: int | None = None,
+        session: str | None = None,
     ) -> Decided:
         job = _DecideJob(
             request, script.digest, live_after_divergence, branch, preset.name if preset else None,
-            history, observed,
+            history, observed, session,
         )  # fmt: skip
         decided: Decided = await self._with_scripts(_decide, job, [script])
         decision = decided.decision
@@ -180,6 +181,7 @@ class _DecideJob:
     preset: str | None
     history: bool
     observed: int | None = None  # the turns whose results were compared already
+    session: str | None = None  # strict mode: whose earlier steps the comparison starts from
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +280,7 @@ def _decide(job: _DecideJob, sent: Sequence[Trajectory]) -> Decided | _Missing:
         branch=job.branch,
         preset=preset,
         observed=job.observed,
+        session=job.session,
     )
     raw, spliced, history = None, 0, body.get(api.history)
     if isinstance(decision, Forward) and _RULES.strict is None:  # as completions prepares it

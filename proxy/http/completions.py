@@ -210,12 +210,13 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             preset=call.preset,
             history=call.history is not None,
             observed=observed,
+            session=call.session,
         )
         decision = decided.decision
     else:
         decided = None
         decision = await _off_loop_if(
-            call.request.large,
+            call.request.large and script is not None,  # no script: nothing to read
             partial(
                 decide,
                 conv,
@@ -226,6 +227,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
                 branch=branch,
                 preset=call.preset,
                 observed=observed,
+                session=call.session,
             ),
         )
     if call.root is not None and isinstance(decision, Forward) and not runtime.strict:
@@ -303,7 +305,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         handoff.hand_off(call, state.restore, runtime.sessions.holds_back(state, decision))
     if decided is not None:
         _prepared_elsewhere(call, decided)
-    else:
+    elif script is not None:
         await _off_loop_if(call.request.large, partial(_prepare_live, call, decision, script))
     first_live = state.prefix_messages == conv.message_count and decision.held > 0
     if runtime.settings.handoff_tokens and live_root and first_live:
@@ -317,10 +319,8 @@ async def _off_loop_if(large: bool, work: Callable[[], T]) -> T:
     return await asyncio.to_thread(work) if large else work()
 
 
-def _prepare_live(call: InFlight, decision: Forward, script: Trajectory | None) -> None:
+def _prepare_live(call: InFlight, decision: Forward, script: Trajectory) -> None:
     """Splice the recording's later user messages in; take out what only the proxy made up."""
-    if script is None:
-        return
     tokens = script.tokens_upstream(call.runtime.settings.handoff_tokens)
     live, spliced = call.api.live(call.body, decision.splice, tokens=tokens)
     if live is not None:

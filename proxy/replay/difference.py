@@ -89,6 +89,8 @@ Found = tuple[tuple[str, str], tuple[str, str] | None]
 def _first(expected: Any, actual: Any, trail: list[str | int]) -> Found | None:
     """(expected, actual) as shown at the first difference, whose place `trail` is left holding,
     and the two texts when that difference is between texts."""
+    if expected is actual:  # a history's items the session's earlier requests compared already
+        return None
     if isinstance(expected, dict) and isinstance(actual, dict):
         for key in sorted(expected.keys() | actual.keys()):
             trail.append(str(key))

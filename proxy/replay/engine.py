@@ -174,11 +174,13 @@ def decide(
     branch: int | None = None,
     preset: Preset | None = None,
     observed: int | None = None,
+    session: str | None = None,
 ) -> Decision:
     """The decision for a main-lane request (tool-bearing, or the tool-less request of a
     text-based script's own conversation; never a subagent's). `branch`: the session replays only
     the first that many turns, then goes live. `observed`: the turns whose tool results earlier
-    requests of the session compared already (None: only the newest turn's are compared)."""
+    requests of the session compared already (None: only the newest turn's are compared).
+    `session`: in strict mode, whose earlier steps the request's comparison may start from."""
     if script is None:
         return NO_SCRIPT
     if live_after_divergence:
@@ -214,7 +216,7 @@ def decide(
         divergence = None if tolerant and unlike.volatile else unlike
     volatile = None
     if divergence is None and rules.strict is not None:
-        divergence = _strict_step(script, held, rules.strict, body, preset)
+        divergence = _strict_step(script, held, rules.strict, body, preset, session)
         if divergence is not None and tolerant and divergence.volatile:
             volatile, divergence = divergence, None
     if divergence is None and held < total:
@@ -382,7 +384,12 @@ def _output(text: str, masks: tuple[re.Pattern[str], ...]) -> Any:
 
 
 def _strict_step(
-    script: Trajectory, held: int, strict: StrictReplay, body: Any, preset: Preset | None
+    script: Trajectory,
+    held: int,
+    strict: StrictReplay,
+    body: Any,
+    preset: Preset | None,
+    session: str | None,
 ) -> Divergence | None:
     total = len(script.turns)
     if held >= total:
@@ -396,7 +403,7 @@ def _strict_step(
     recorded = script.turns[held].recorded
     if recorded is None:
         return None  # a plain trajectory has no recorded requests: only the history is checked
-    difference = strict.compare(recorded, body, preset)
+    difference = strict.compare(recorded, body, preset, session=session)
     if difference is None:
         return None
     verdict = strict.judge(recorded, body, preset)

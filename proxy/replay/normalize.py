@@ -24,7 +24,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from proxy.nesting import embedded
 
@@ -90,6 +93,92 @@ def normalize(
     return _walk(value, masks, ids, top=body, canonical=canonical)
 
 
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One top-level value of a body as it was normalised: its text (per item for a list), its
+    normal form, and the id numbering before and after it."""
+
+    raw: tuple[bytes, ...] | bytes
+    normal: Any
+    ids_before: dict[str, str]
+    ids_after: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Normalised:
+    """A body's normal form, with what lets the next body of its session reuse it: each request of
+    a long run repeats the whole history, so only the items that are new are walked again."""
+
+    value: dict[str, Any]
+    parts: dict[str, Part]
+    rules: tuple[tuple[re.Pattern[str], ...], Canonical | None]
+    size: int  # bytes of the text kept
+
+    def sharing(self, other: Normalised) -> Normalised:
+        """This body's parts holding `other`'s normal forms (equal to its own: the two bodies were
+        compared equal), so that the next comparison finds the earlier items identical."""
+        parts = {
+            key: Part(part.raw, other.parts[key].normal, part.ids_before, part.ids_after)
+            for key, part in self.parts.items()
+        }
+        return Normalised(self.value, parts, self.rules, self.size)
+
+
+def normalize_body(
+    body: dict[str, Any],
+    masks: Sequence[re.Pattern[str]] = (),
+    *,
+    canonical: Canonical | None = None,
+    since: Normalised | None = None,
+) -> Normalised:
+    """`normalize(body)`, walking only what is new since `since` (the session's previous body,
+    under the same rules): a top-level value whose text is unchanged, and the leading items of a
+    list (the history) whose texts are unchanged, keep their normal forms when the id numbering
+    reached them in the same state. The result is always the one `normalize` gives."""
+    rules = (tuple(masks), canonical)
+    kept = since.parts if since is not None and since.rules == rules else {}
+    ids: dict[str, str] = {}
+    value: dict[str, Any] = {}
+    parts: dict[str, Part] = {}
+    size = 0
+    for key, item in body.items():
+        if key in VOLATILE_TOP_KEYS or key in DROPPED_KEYS:
+            continue
+        old = kept.get(key)
+        before = dict(ids)
+        normal: Any
+        raw: tuple[bytes, ...] | bytes
+        if isinstance(item, list):
+            raw = tuple(map(orjson.dumps, item))
+            n = _unchanged(old, raw, before)
+            if old is not None and n > 0:
+                ids = dict(old.ids_after)
+                fresh = [_walk(x, rules[0], ids, canonical=canonical) for x in item[n:]]
+                normal = [*old.normal, *fresh]
+            else:
+                normal = [_walk(x, rules[0], ids, canonical=canonical) for x in item]
+            size += sum(map(len, raw))
+        else:
+            raw = orjson.dumps(item)
+            if old is not None and old.raw == raw and old.ids_before == before:
+                ids, normal = dict(old.ids_after), old.normal
+            else:
+                normal = _top(key, item, rules[0], ids, canonical)
+            size += len(raw)
+        value[key] = normal
+        parts[key] = Part(raw, normal, before, dict(ids))
+    return Normalised(value, parts, rules, size)
+
+
+def _unchanged(old: Part | None, raw: tuple[bytes, ...], before: dict[str, str]) -> int:
+    """How many leading items of a list keep their normal forms: all of the earlier list's, when
+    they are the list's first items and the numbering reached them as it did then; else none."""
+    if old is None or not isinstance(old.raw, tuple) or old.ids_before != before:
+        return 0
+    n = len(old.raw)
+    return n if n <= len(raw) and raw[:n] == old.raw else 0
+
+
 def prompt(text: str, masks: Sequence[re.Pattern[str]] = ()) -> str:
     """Text as compared when the harness sends it itself: masked, whitespace runs squashed."""
     return squash(mask_text(text, masks))
@@ -117,16 +206,27 @@ def _walk(
                 continue
             if not top and key in ID_KEYS and isinstance(item, str):
                 out[key] = ids.setdefault(item, f"<id:{len(ids) + 1}>")
-            elif key in ARGUMENT_KEYS and isinstance(item, str):
-                out[key] = _walk(_parsed(item), masks, ids, canonical=canonical)
             else:
-                out[key] = _walk(item, masks, ids, canonical=canonical)
+                out[key] = _top(key, item, masks, ids, canonical)
         return out
     if isinstance(value, list):
         return [_walk(item, masks, ids, canonical=canonical) for item in value]
     if isinstance(value, str):
         return mask_text(canonical(value) if canonical is not None else value, masks)
     return value
+
+
+def _top(
+    key: str,
+    item: Any,
+    masks: Sequence[re.Pattern[str]],
+    ids: dict[str, str],
+    canonical: Canonical | None,
+) -> Any:
+    """A value under `key` (at the top of a body, where id keys are ordinary fields, or below)."""
+    if key in ARGUMENT_KEYS and isinstance(item, str):
+        return _walk(_parsed(item), masks, ids, canonical=canonical)
+    return _walk(item, masks, ids, canonical=canonical)
 
 
 def _parsed(text: str) -> Any:

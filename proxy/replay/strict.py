@@ -13,6 +13,13 @@ verdict uses that same preset's masks, never another harness's.
 Each recorded request's normal form is kept for the next request of its step, bounded by bytes (the
 --trajectory-cache-bytes limit), least recently used first: reloaded recordings are new objects,
 and their forms would otherwise pile up for as long as the proxy runs.
+
+A main-lane step is compared from what the session's previous step left (`compare(session=)`):
+every request of a long run repeats the whole history, so each side's items whose text is
+unchanged keep their normal forms, and the items the previous step found equal are the same
+objects on both sides, which the comparison passes over. Only the new items are walked: the
+verdict is the one a comparison from scratch gives. What sessions left is bounded by the same
+number of bytes, apart from the recorded forms, least recently used first.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import Any
 import orjson
 
 from proxy.replay.difference import Difference, first_difference, first_mismatch
-from proxy.replay.normalize import normalize
+from proxy.replay.normalize import Canonical, Normalised, normalize, normalize_body
 from proxy.replay.presets import BY_NAME, Preset
 from proxy.replay.trajectory import Recorded
 from proxy.replay.volatile import Verdict, judge
@@ -48,6 +55,14 @@ CACHE_BYTES = 256 * 1024 * 1024  # as --trajectory-cache-bytes' default
 _Key = tuple[int, str | None]
 
 
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """What a session's last compared step leaves for its next: both sides' normal forms."""
+
+    recorded: Normalised
+    received: Normalised
+
+
 class StrictReplay:
     """Normalises with the run's masks; remembers recorded requests' normal forms, up to
     `cache_bytes` of them (as serialised), the least recently used going first."""
@@ -65,6 +80,8 @@ class StrictReplay:
         self.cached = 0  # bytes of the normal forms kept
         # the Recorded is kept with its form: while it lives, no other object has its id
         self._cache: OrderedDict[_Key, tuple[Recorded, Any, bytes]] = OrderedDict()
+        self.stepped = 0  # bytes of the sessions' last steps kept
+        self._steps: OrderedDict[str, _Step] = OrderedDict()
         self._lock = threading.Lock()
 
     def preset(self, recorded: Recorded, preset: Preset | None) -> Preset | None:
@@ -103,19 +120,69 @@ class StrictReplay:
                 self.cached -= len(text)
 
     def cache_report(self) -> dict[str, int]:
-        return {"entries": len(self._cache), "bytes": self.cached, "limit": self.cache_bytes}
+        return {
+            "entries": len(self._cache),
+            "bytes": self.cached,
+            "limit": self.cache_bytes,
+            "sessions": len(self._steps),
+            "session_bytes": self.stepped,
+        }
 
     def received(self, body: Any, preset: Preset | None) -> Any:
+        masks, canonical = self._rules(body, preset)
+        return normalize(body, masks, canonical=canonical)
+
+    def _rules(
+        self, body: Any, preset: Preset | None
+    ) -> tuple[tuple[re.Pattern[str], ...], Canonical | None]:
+        """The masks (the values the body states first, for its preset) and the list order."""
         if preset is None:
-            return normalize(body, self.masks)
+            return self.masks, None
         masks = (*preset.patterns(body), *self.masks)
-        return normalize(body, masks, canonical=preset.canonical if preset.orders else None)
+        return masks, preset.canonical if preset.orders else None
 
     def compare(
-        self, recorded: Recorded, body: Any, preset: Preset | None = None
+        self,
+        recorded: Recorded,
+        body: Any,
+        preset: Preset | None = None,
+        *,
+        session: str | None = None,
     ) -> Difference | None:
+        """The first difference of `body` from the recorded request. `session`: the requests of
+        one session's main lane, compared one step after another, walk only what is new."""
         preset = self.preset(recorded, preset)
-        return first_difference(self.normal(recorded, preset), self.received(body, preset))
+        then = recorded.request
+        if session is None or not isinstance(then, dict) or not isinstance(body, dict):
+            return first_difference(self.normal(recorded, preset), self.received(body, preset))
+        with self._lock:
+            last = self._steps.get(session)
+        old = self._normal_body(then, preset, last.recorded if last else None)
+        new = self._normal_body(body, preset, last.received if last else None)
+        difference = first_difference(old.value, new.value)
+        if difference is None:  # equal: the next step finds these items identical on both sides
+            old = old.sharing(new)
+        self._step(session, _Step(old, new))
+        return difference
+
+    def _normal_body(
+        self, body: dict[str, Any], preset: Preset | None, since: Normalised | None
+    ) -> Normalised:
+        masks, canonical = self._rules(body, preset)
+        return normalize_body(body, masks, canonical=canonical, since=since)
+
+    def _step(self, session: str, step: _Step) -> None:
+        """The session's newest step is kept, even alone over the bound: its next one reads it."""
+        size = step.recorded.size + step.received.size
+        with self._lock:
+            old = self._steps.pop(session, None)
+            if old is not None:
+                self.stepped -= old.recorded.size + old.received.size
+            self._steps[session] = step
+            self.stepped += size
+            while self.stepped > self.cache_bytes and len(self._steps) > 1:
+                _, gone = self._steps.popitem(last=False)
+                self.stepped -= gone.recorded.size + gone.received.size
 
     def judge(self, recorded: Recorded, body: Any, preset: Preset | None = None) -> Verdict:
         preset = self.preset(recorded, preset)

@@ -1,0 +1,175 @@
+"""Strict comparison step by step: a session's step starts from what its previous step left, and
+its verdict is always the one a comparison from scratch gives (proxy.replay.normalize
+.normalize_body, StrictReplay.compare(session=))."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy.replay.normalize import compile_masks, normalize, normalize_body
+from proxy.replay.presets import recognise
+from proxy.replay.strict import StrictReplay
+from proxy.replay.trajectory import Recorded
+from tests.helpers.recordings import HARNESSES, pair
+from tests.unit.replay.test_presets import requests
+
+MASKS = compile_masks([r"\d{4}-\d\d-\d\d", r"(?P<keep>run )\w+"])
+
+
+def recorded(request: Any, index: int = 0) -> Recorded:
+    return Recorded(index, "chat", "main", "POST", "/v1/chat/completions", request, 200, False,
+                    "application/json", b"{}")  # fmt: skip
+
+
+def steps(run: str, date: str, n: int = 6) -> list[dict[str, Any]]:
+    """A session's requests: each repeats the whole history and adds a call and its result."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": f"Today is {date}, run {run}."},
+        {"role": "user", "content": "List the files, then count them.", "priority": 1},
+    ]
+    bodies = []
+    for k in range(n):
+        bodies.append({"model": "m", "messages": copy.deepcopy(messages), "tools": [{"k": 1}],
+                       "prompt_cache_key": run, "stream": k % 2 == 0})  # fmt: skip
+        call = f"call_{run}_{k}"
+        messages.append(
+            {"role": "assistant", "content": None, "tool_calls": [{"id": call, "type": "function",
+             "function": {"name": "bash", "arguments": f'{{"command": "ls {k}", "n": {k}}}'}}]}
+        )  # fmt: skip
+        messages.append({"role": "tool", "tool_call_id": call, "content": f"{k} files on {date}"})
+    return bodies
+
+
+def changed(bodies: list[dict[str, Any]], at: int, how: Any) -> list[dict[str, Any]]:
+    out = copy.deepcopy(bodies)
+    how(out[at])
+    return out
+
+
+def both_ways(then: list[dict[str, Any]], now: list[dict[str, Any]], **kw: Any) -> list[Any]:
+    """Each step compared from scratch and from the session's previous step: the same verdicts."""
+    scratch, stepped = StrictReplay(MASKS, **kw), StrictReplay(MASKS, **kw)
+    found = []
+    for k, (x, y) in enumerate(zip(then, now, strict=True)):
+        r = recorded(x, k)
+        expected = scratch.compare(r, y)
+        assert stepped.compare(r, y, session="s") == expected, k
+        found.append(expected)
+    return found
+
+
+def test_the_same_run_elsewhere_passes_every_step() -> None:
+    assert both_ways(steps("a1", "2026-11-30"), steps("b2", "2026-12-04")) == [None] * 6
+
+
+def rewrite_earlier_result(body: dict[str, Any]) -> None:
+    body["messages"][3]["content"] = "rm -rf / done"
+
+
+def earlier_true_for_one(body: dict[str, Any]) -> None:
+    """Equal for Python (True == 1), not for JSON: what is kept is told apart by its text."""
+    body["messages"][1]["priority"] = True
+
+
+def earlier_float_for_int(body: dict[str, Any]) -> None:
+    body["messages"][2]["tool_calls"][0]["function"]["arguments"] = '{"command": "ls 0", "n": 0.0}'
+
+
+def reuse_an_earlier_id(body: dict[str, Any]) -> None:
+    """The newest call takes the id of the first: the numbering tells them apart no more."""
+    first = body["messages"][2]["tool_calls"][0]["id"]
+    body["messages"][-2]["tool_calls"][0]["id"] = first
+    body["messages"][-1]["tool_call_id"] = first
+
+
+def tools_changed(body: dict[str, Any]) -> None:
+    body["tools"] = [{"k": True}]
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        rewrite_earlier_result,
+        earlier_true_for_one,
+        earlier_float_for_int,
+        reuse_an_earlier_id,
+        tools_changed,
+    ],
+)
+def test_an_earlier_item_changed_later_is_found_where_a_comparison_from_scratch_finds_it(
+    how: Any,
+) -> None:
+    """Steps 1-3 pass and leave their forms; step 4's history rewrites what step 3 verified."""
+    then, now = steps("a1", "2026-11-30"), steps("b2", "2026-12-04")
+    found = both_ways(then, changed(now, 4, how))
+    assert found[:4] == [None] * 4 and found[4] is not None and found[5] is None
+
+
+def test_a_recording_whose_earlier_item_changes_between_steps_is_found_too() -> None:
+    then, now = steps("a1", "2026-11-30"), steps("b2", "2026-12-04")
+    found = both_ways(changed(then, 3, rewrite_earlier_result), now)
+    assert found[3] is not None and found[3].path == "messages[3].content"
+    assert [f is None for f in found] == [True, True, True, False, True, True]
+
+
+def test_new_items_only_are_walked_and_earlier_ones_are_shared_by_both_sides() -> None:
+    then, now = steps("a1", "2026-11-30"), steps("b2", "2026-12-04")
+    strict = StrictReplay(MASKS)
+    for k in range(3):
+        assert strict.compare(recorded(then[k], k), now[k], session="s") is None
+    last = strict._steps["s"]
+    before = last.received.parts["messages"].normal
+    assert strict.compare(recorded(then[3], 3), now[3], session="s") is None
+    step = strict._steps["s"]
+    after_old, after_new = (
+        step.recorded.parts["messages"].normal,
+        step.received.parts["messages"].normal,
+    )
+    assert all(a is b for a, b in zip(after_new, before, strict=False))  # kept, not walked again
+    assert all(a is b for a, b in zip(after_old, after_new, strict=True))  # one form for both
+    assert strict.cache_report()["sessions"] == 1
+
+
+def test_normalize_body_gives_normalize_s_form_from_any_earlier_body() -> None:
+    bodies = steps("a1", "2026-11-30")
+    odd = {"arguments": '{"b": 1, "a": [2]}', "id": "top-level id", "metadata": {"x": 1},
+           "messages": [{"role": "user", "content": "run z1", "cache_control": {"t": 1}}]}  # fmt: skip
+    for since_body in [None, *bodies, odd]:
+        since = normalize_body(since_body, MASKS) if since_body is not None else None
+        for body in [*bodies, odd]:
+            assert normalize_body(body, MASKS, since=since).value == normalize(body, MASKS)
+    # other rules: nothing is kept
+    since = normalize_body(bodies[2], MASKS)
+    assert normalize_body(bodies[3], (), since=since).value == normalize(bodies[3], ())
+
+
+@pytest.mark.parametrize("name", HARNESSES)
+def test_real_recordings_step_by_step_agree_with_a_comparison_from_scratch(
+    name: str, tmp_path: Path
+) -> None:
+    """Each harness recorded twice (elsewhere, later), compared with its preset and without:
+    the steps of the main lane give what each step compared alone gives."""
+    a, b = pair(name, tmp_path)
+    main = [(x, y) for x, y in zip(requests(a), requests(b), strict=True) if x.lane == "main"]
+    for presets in (True, False):
+        scratch, stepped = StrictReplay((), presets=presets), StrictReplay((), presets=presets)
+        for x, y in main:
+            preset = recognise(y.request) if presets else None
+            expected = scratch.compare(x, y.request, preset)
+            assert stepped.compare(x, y.request, preset, session="s") == expected
+    # and a changed run: another task in the last step, found as from scratch
+    x, y = main[-1]
+    other = copy.deepcopy(y.request)
+    history = other.get("messages") or other.get("input") or other.get("contents")
+    assert isinstance(history, list) and history
+    history[-1] = {"role": "user", "content": "another task altogether"}
+    stepped = StrictReplay(())
+    for x0, y0 in main[:-1]:
+        stepped.compare(x0, y0.request, recognise(y0.request), session="s")
+    expected = StrictReplay(()).compare(x, other, recognise(y.request))
+    assert expected is not None
+    assert stepped.compare(x, other, recognise(y.request), session="s") == expected
