@@ -65,7 +65,12 @@ class Forwarder:
                     await self.close()
                     await send({"type": "lifespan.shutdown.complete"})
                     return
-        body = (await receive()).get("body", b"")
+        message = await receive()
+        pieces = [message.get("body", b"")]
+        while message.get("more_body", False):  # a long request comes in pieces
+            message = await receive()
+            pieces.append(message.get("body", b""))
+        body = b"".join(pieces)
         url = self.upstream + scope["raw_path"].decode()
         headers = [(k, v) for k, v in scope["headers"] if k not in DROP]
         if self.kind == "aiohttp":

@@ -7,7 +7,8 @@ output text, so that the last request holds about LAST_KB of conversation (a 100
 Every request holds the whole history so far, as a harness sends it, over Chat Completions.
 
 Four ways through the proxy, each with SESSIONS sessions, CONCURRENT at a time:
-- forwarded: no script, every request goes to the bench upstream;
+- forwarded: no script, every request goes to the bench upstream (and, for what the libraries
+  cost alone, bench.forwarder: uvicorn and aiohttp passing each request on, nothing else);
 - scripted: the grown session is the script (resume mode), every turn answered from it;
 - recorded: the same, recorded (--record-dir);
 - strict: those recordings replayed in --mode strict, each request compared with its recorded one.
@@ -21,6 +22,7 @@ the body size: the growth curve.
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 import threading
 import time
@@ -34,7 +36,7 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.procs import ROOT, cpu_seconds, nginx, proxy, upstream
+from bench.procs import ROOT, cpu_seconds, nginx, process, proxy, upstream
 
 SHAPES = {
     "claude-code": ROOT / "tests/fixtures/harness_logs/claude-code/session.jsonl",
@@ -46,7 +48,7 @@ LAST_KB = 380
 SESSIONS = 12  # per shape
 CONCURRENT = 8
 PHASES = 4
-PATHS = ("nginx", "forwarded", "scripted", "recorded", "strict")
+PATHS = ("nginx", "libraries", "forwarded", "scripted", "recorded", "strict")
 
 
 def grown(path: Path, turns: int = TURNS, last_kb: int = LAST_KB) -> list[dict[str, Any]]:
@@ -156,6 +158,12 @@ def drive(
     }
 
 
+def libraries(up: str) -> AbstractContextManager[tuple[str, int]]:
+    """uvicorn and aiohttp alone, as the proxy runs them: the least forwarding costs here."""
+    env = {"UPSTREAM": up.removesuffix("/v1"), "CLIENT": "aiohttp"}
+    return process(sys.executable, "-m", "bench.forwarder", env=env)
+
+
 def loads_us_per_kb(all_bodies: list[bytes]) -> float:
     """One orjson.loads of each body: the least a request's reading costs."""
     best = float("inf")
@@ -199,6 +207,7 @@ def suite(sessions_per_shape: int = SESSIONS) -> dict[str, Any]:
         record = folder / "recorded"
         runs: list[tuple[str, AbstractContextManager[tuple[str, int]], Callable[..., Any]]] = [
             ("nginx", nginx(up), plain),
+            ("libraries", libraries(up), plain),
             ("forwarded", proxy("--upstream", up), plain),
             ("scripted", proxy("--trajectory-dir", str(folder)), named),
             (
@@ -253,7 +262,7 @@ def targets(r: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     """Issue 46's: a long session's extra CPU per KB at most three times one orjson.loads."""
     loads = r["loads_us_per_kb"]
     rows = []
-    for name in PATHS[1:]:
+    for name in PATHS[2:]:
         ratio = r[name]["cpu_us_per_kb"] / loads
         rows.append(
             (

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -121,13 +121,22 @@ class Recorder:
         serve = instance or os.environ.get(INSTANCE_VARIABLE) or random.token_hex(8)
         self._serve = f"{serve}."  # every run id this serve makes starts with it
         self._files: OrderedDict[str, _RunFile] = OrderedDict()  # writer thread only
+        # each file name checked once (a checked name is one plain name in the folder; a link
+        # planted there later is refused when the file is opened: _open)
+        self._paths: dict[tuple[str, int], Path] = {}
         self._lock = os.open(folder, os.O_RDONLY)  # flock'ed while a run's file is chosen
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recorder")
 
     def path_for(self, session: str, number: int = 1) -> Path:
         """<session>.jsonl, or <session>.N.jsonl for the session's N-th run in the folder."""
-        first = file_in(self.folder, session, ".jsonl")  # the session id checked once
-        return first if number == 1 else first.with_name(f"{session}.{number}.jsonl")
+        path = self._paths.get((session, number))
+        if path is None:
+            first = file_in(self.folder, session, ".jsonl")  # the session id checked once
+            path = first if number == 1 else first.with_name(f"{session}.{number}.jsonl")
+            if len(self._paths) >= SESSIONS_KEPT:
+                self._paths.clear()
+            self._paths[(session, number)] = path
+        return path
 
     async def write(self, exchange: Exchange, secrets: Iterable[str] = ()) -> None:
         """The line is made in the writer thread too: a large answer takes long to serialise."""
@@ -166,7 +175,7 @@ class Recorder:
                 current = self._start(session, newest, (why, current.path))
             exchange.run = current.run.id
             line = exchange.line(secrets)
-            with current.path.open("ab") as f:
+            with _open(current.path, os.O_WRONLY | os.O_APPEND, "ab") as f:
                 f.write(line)
                 current.read = f.tell()  # under the lock: no other line came in between
             current.run.add(seen)
@@ -232,6 +241,11 @@ class Recorder:
             self._files.popitem(last=False)
 
 
+def _open(path: Path, flags: int, mode: str) -> IO[bytes]:
+    """A run's file, never through a link (one put in the folder after its name was checked)."""
+    return os.fdopen(os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC), mode)
+
+
 def _seen(exchange: Exchange) -> dict[str, Any]:
     """The exchange as proxy.formats.recording.Run reads a recorded line."""
     return {
@@ -250,7 +264,7 @@ def _catch_up(file: _RunFile) -> None:
     cut off mid-write is left for the next time). The first line names the run and session."""
     if file.read and file.path.stat().st_size == file.read:
         return  # nothing new: what one process alone writes
-    with file.path.open("rb") as f:
+    with _open(file.path, os.O_RDONLY, "rb") as f:
         f.seek(file.read)
         data = f.read()
     end = data.rfind(b"\n") + 1

@@ -101,6 +101,25 @@ async def test_exchanges_are_appended_to_the_sessions_file_with_every_secret_scr
     assert (tmp_path / "rec" / "ses_2.jsonl").is_file()
 
 
+async def test_a_link_put_in_place_of_a_sessions_file_is_never_written_through(
+    tmp_path: Path,
+) -> None:
+    """The name is checked once; the file is opened without following a link, every time."""
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("")
+    recorder = Recorder(tmp_path / "rec")
+    try:
+        await recorder.write(exchange())
+        kept = tmp_path / "rec" / "ses_1.jsonl"
+        kept.unlink()
+        kept.symlink_to(outside)
+        with pytest.raises((OSError, ValueError)):  # not opened, or found escaping
+            await recorder.write(exchange(status=201))
+    finally:
+        recorder.close()
+    assert outside.read_text() == ""
+
+
 def test_a_session_that_is_no_file_name_is_refused(tmp_path: Path) -> None:
     recorder = Recorder(tmp_path)
     try:
