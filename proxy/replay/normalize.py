@@ -98,10 +98,11 @@ class Part:
     """One top-level value of a body as it was normalised: its text (per item for a list), its
     normal form, and the id numbering before and after it."""
 
-    raw: tuple[bytes, ...] | bytes
+    raw: tuple[bytes, ...] | bytes | None  # None: a list known by its items themselves
     normal: Any
     ids_before: dict[str, str]
     ids_after: dict[str, str]
+    items: tuple[Any, ...] | None = None  # a list's items, when they are shared (`normalize_body`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +119,9 @@ class Normalised:
         """This body's parts holding `other`'s normal forms (equal to its own: the two bodies were
         compared equal), so that the next comparison finds the earlier items identical."""
         parts = {
-            key: Part(part.raw, other.parts[key].normal, part.ids_before, part.ids_after)
+            key: Part(
+                part.raw, other.parts[key].normal, part.ids_before, part.ids_after, part.items
+            )
             for key, part in self.parts.items()
         }
         return Normalised(self.value, parts, self.rules, self.size)
@@ -130,11 +133,14 @@ def normalize_body(
     *,
     canonical: Canonical | None = None,
     since: Normalised | None = None,
+    shared: bool = False,
 ) -> Normalised:
     """`normalize(body)`, walking only what is new since `since` (the session's previous body,
     under the same rules): a top-level value whose text is unchanged, and the leading items of a
     list (the history) whose texts are unchanged, keep their normal forms when the id numbering
-    reached them in the same state. The result is always the one `normalize` gives."""
+    reached them in the same state. The result is always the one `normalize` gives.
+    `shared`: the body's list items may be the previous body's own objects (a recording's steps
+    hold their common history once: proxy.formats.recording), known unchanged without a text."""
     rules = (tuple(masks), canonical)
     kept = since.parts if since is not None and since.rules == rules else {}
     ids: dict[str, str] = {}
@@ -147,36 +153,46 @@ def normalize_body(
         old = kept.get(key)
         before = dict(ids)
         normal: Any
-        raw: tuple[bytes, ...] | bytes
         if isinstance(item, list):
-            raw = tuple(map(orjson.dumps, item))
-            n = _unchanged(old, raw, before)
+            n, texts = _unchanged(old, item, before, shared)
             if old is not None and n > 0:
                 ids = dict(old.ids_after)
                 fresh = [_walk(x, rules[0], ids, canonical=canonical) for x in item[n:]]
                 normal = [*old.normal, *fresh]
             else:
                 normal = [_walk(x, rules[0], ids, canonical=canonical) for x in item]
-            size += sum(map(len, raw))
+            size += sum(map(len, texts)) if texts is not None else 0
+            kept_items = tuple(item) if shared else None
+            parts[key] = Part(texts, normal, before, dict(ids), kept_items)
         else:
-            raw = orjson.dumps(item)
-            if old is not None and old.raw == raw and old.ids_before == before:
+            text = orjson.dumps(item)
+            if old is not None and old.raw == text and old.ids_before == before:
                 ids, normal = dict(old.ids_after), old.normal
             else:
                 normal = _top(key, item, rules[0], ids, canonical)
-            size += len(raw)
+            size += len(text)
+            parts[key] = Part(text, normal, before, dict(ids))
         value[key] = normal
-        parts[key] = Part(raw, normal, before, dict(ids))
     return Normalised(value, parts, rules, size)
 
 
-def _unchanged(old: Part | None, raw: tuple[bytes, ...], before: dict[str, str]) -> int:
+def _unchanged(
+    old: Part | None, items: list[Any], before: dict[str, str], shared: bool
+) -> tuple[int, tuple[bytes, ...] | None]:
     """How many leading items of a list keep their normal forms: all of the earlier list's, when
-    they are the list's first items and the numbering reached them as it did then; else none."""
-    if old is None or not isinstance(old.raw, tuple) or old.ids_before != before:
-        return 0
+    they are the list's first items and the numbering reached them as it did then; else none.
+    And the items' texts, unless they were known unchanged by being the same objects."""
+    if old is None or old.ids_before != before:
+        old = None
+    elif shared and old.items is not None:
+        n = len(old.items)
+        if n <= len(items) and all(a is b for a, b in zip(old.items, items, strict=False)):
+            return n, None
+    raw = tuple(map(orjson.dumps, items))
+    if old is None or not isinstance(old.raw, tuple):
+        return 0, raw
     n = len(old.raw)
-    return n if n <= len(raw) and raw[:n] == old.raw else 0
+    return (n if n <= len(raw) and raw[:n] == old.raw else 0), raw
 
 
 def prompt(text: str, masks: Sequence[re.Pattern[str]] = ()) -> str:

@@ -157,8 +157,8 @@ class StrictReplay:
             return first_difference(self.normal(recorded, preset), self.received(body, preset))
         with self._lock:
             last = self._steps.get(session)
-        old = self._normal_body(then, preset, last.recorded if last else None)
-        new = self._normal_body(body, preset, last.received if last else None)
+        old = self._normal_body(then, preset, last.recorded if last else None, shared=True)
+        new = self._normal_body(body, preset, last.received if last else None, shared=False)
         difference = first_difference(old.value, new.value)
         if difference is None:  # equal: the next step finds these items identical on both sides
             old = old.sharing(new)
@@ -166,10 +166,11 @@ class StrictReplay:
         return difference
 
     def _normal_body(
-        self, body: dict[str, Any], preset: Preset | None, since: Normalised | None
+        self, body: dict[str, Any], preset: Preset | None, since: Normalised | None, *, shared: bool
     ) -> Normalised:
+        """`shared`: a recorded request, whose history items its recording holds once."""
         masks, canonical = self._rules(body, preset)
-        return normalize_body(body, masks, canonical=canonical, since=since)
+        return normalize_body(body, masks, canonical=canonical, since=since, shared=shared)
 
     def _step(self, session: str, step: _Step) -> None:
         """The session's newest step is kept, even alone over the bound: its next one reads it."""

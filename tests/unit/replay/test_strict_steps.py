@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from proxy.formats.recording import held_once
 from proxy.replay.normalize import compile_masks, normalize, normalize_body
 from proxy.replay.presets import recognise
 from proxy.replay.strict import StrictReplay
@@ -50,15 +51,23 @@ def changed(bodies: list[dict[str, Any]], at: int, how: Any) -> list[dict[str, A
     return out
 
 
-def both_ways(then: list[dict[str, Any]], now: list[dict[str, Any]], **kw: Any) -> list[Any]:
-    """Each step compared from scratch and from the session's previous step: the same verdicts."""
-    scratch, stepped = StrictReplay(MASKS, **kw), StrictReplay(MASKS, **kw)
+def both_ways(then: list[dict[str, Any]], now: list[dict[str, Any]]) -> list[Any]:
+    """Each step compared from scratch and from the session's previous step: the same verdicts,
+    whether the recording's steps hold their common items apart or once (as the loader does)."""
+    once = copy.deepcopy(then)
+    held_once(once)
+    assert once == then
     found = []
-    for k, (x, y) in enumerate(zip(then, now, strict=True)):
-        r = recorded(x, k)
-        expected = scratch.compare(r, y)
-        assert stepped.compare(r, y, session="s") == expected, k
-        found.append(expected)
+    for recording in (then, once):
+        scratch, stepped = StrictReplay(MASKS), StrictReplay(MASKS)
+        verdicts = []
+        for k, (x, y) in enumerate(zip(recording, now, strict=True)):
+            r = recorded(x, k)
+            expected = scratch.compare(r, y)
+            assert stepped.compare(r, y, session="s") == expected, k
+            verdicts.append(expected)
+        assert not found or verdicts == found
+        found = verdicts
     return found
 
 
@@ -134,14 +143,35 @@ def test_new_items_only_are_walked_and_earlier_ones_are_shared_by_both_sides() -
     assert strict.cache_report()["sessions"] == 1
 
 
+def test_a_recordings_steps_hold_their_common_items_once_and_only_those() -> None:
+    """Loaded, each step's history items that read as the step before's are its objects: the
+    recorded side of a strict step is then known unchanged without writing its items."""
+    then = changed(steps("a1", "2026-11-30"), 3, rewrite_earlier_result)
+    held_once(then)
+    second, third, fourth = (b["messages"] for b in then[1:4])
+    assert all(a is b for a, b in zip(second, third, strict=False))  # 4 items, all shared
+    assert fourth[3] is not third[3] and fourth[3]["content"] == "rm -rf / done"  # changed: its own
+    assert fourth[2] is third[2] and then[4]["messages"][3] is not fourth[3]  # back as before
+    strict = StrictReplay(MASKS)
+    now = steps("b2", "2026-12-04")
+    for k in range(3):
+        assert strict.compare(recorded(then[k], k), now[k], session="s") is None
+    part = strict._steps["s"].recorded.parts["messages"]
+    assert part.raw is None and part.items is not None  # known by identity: no text written
+
+
 def test_normalize_body_gives_normalize_s_form_from_any_earlier_body() -> None:
     bodies = steps("a1", "2026-11-30")
     odd = {"arguments": '{"b": 1, "a": [2]}', "id": "top-level id", "metadata": {"x": 1},
            "messages": [{"role": "user", "content": "run z1", "cache_control": {"t": 1}}]}  # fmt: skip
-    for since_body in [None, *bodies, odd]:
-        since = normalize_body(since_body, MASKS) if since_body is not None else None
-        for body in [*bodies, odd]:
-            assert normalize_body(body, MASKS, since=since).value == normalize(body, MASKS)
+    for shared in (False, True):
+        for since_body in [None, *bodies, odd]:
+            since = None
+            if since_body is not None:
+                since = normalize_body(since_body, MASKS, shared=shared)
+            for body in [*bodies, odd]:
+                form = normalize_body(body, MASKS, since=since, shared=shared)
+                assert form.value == normalize(body, MASKS)
     # other rules: nothing is kept
     since = normalize_body(bodies[2], MASKS)
     assert normalize_body(bodies[3], (), since=since).value == normalize(bodies[3], ())
