@@ -127,20 +127,53 @@ class Normalised:
         return Normalised(self.value, parts, self.rules, self.size)
 
 
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A body's top-level values as the next body of its session is checked against (each one's
+    text, per item for a list; a shared list's items themselves), and how much of each the
+    previous body held unchanged: its leading items for a list, 1 or 0 for any other value."""
+
+    texts: dict[str, tuple[bytes, ...] | bytes | None]
+    items: dict[str, tuple[Any, ...] | None]
+    same: dict[str, int]
+
+
+def seen_since(body: dict[str, Any], since: Normalised | None, *, shared: bool = False) -> Seen:
+    """What of `body` is unchanged since `since`, the previous body of its session (under any
+    rules: a text does not depend on them). `shared`: the body's list items may be the previous
+    body's own objects (a recording's steps hold their common history once:
+    proxy.formats.recording), known unchanged without a text."""
+    old_parts = since.parts if since is not None else {}
+    texts: dict[str, tuple[bytes, ...] | bytes | None] = {}
+    items: dict[str, tuple[Any, ...] | None] = {}
+    same: dict[str, int] = {}
+    for key, item in body.items():
+        if key in VOLATILE_TOP_KEYS or key in DROPPED_KEYS:
+            continue
+        old = old_parts.get(key)
+        if isinstance(item, list):
+            same[key], texts[key] = _unchanged(old, item, shared)
+            items[key] = tuple(item) if shared else None
+        else:
+            texts[key] = text = orjson.dumps(item)
+            same[key] = int(old is not None and old.raw == text)
+    return Seen(texts, items, same)
+
+
 def normalize_body(
     body: dict[str, Any],
     masks: Sequence[re.Pattern[str]] = (),
     *,
     canonical: Canonical | None = None,
     since: Normalised | None = None,
-    shared: bool = False,
+    seen: Seen | None = None,
 ) -> Normalised:
     """`normalize(body)`, walking only what is new since `since` (the session's previous body,
-    under the same rules): a top-level value whose text is unchanged, and the leading items of a
-    list (the history) whose texts are unchanged, keep their normal forms when the id numbering
-    reached them in the same state. The result is always the one `normalize` gives.
-    `shared`: the body's list items may be the previous body's own objects (a recording's steps
-    hold their common history once: proxy.formats.recording), known unchanged without a text."""
+    under the same rules; `seen`: what of the body is unchanged since then, when it is known
+    already): a top-level value whose text is unchanged, and the leading items of a list (the
+    history) that are unchanged, keep their normal forms when the id numbering reached them in
+    the same state. The result is always the one `normalize` gives."""
+    seen = seen if seen is not None else seen_since(body, since)
     rules = (tuple(masks), canonical)
     kept = since.parts if since is not None and since.rules == rules else {}
     ids: dict[str, str] = {}
@@ -152,39 +185,36 @@ def normalize_body(
             continue
         old = kept.get(key)
         before = dict(ids)
+        n = seen.same[key] if old is not None and old.ids_before == before else 0
         normal: Any
+        text = seen.texts[key]
         if isinstance(item, list):
-            n, texts = _unchanged(old, item, before, shared)
             if old is not None and n > 0:
                 ids = dict(old.ids_after)
                 fresh = [_walk(x, rules[0], ids, canonical=canonical) for x in item[n:]]
                 normal = [*old.normal, *fresh]
             else:
                 normal = [_walk(x, rules[0], ids, canonical=canonical) for x in item]
-            size += sum(map(len, texts)) if texts is not None else 0
-            kept_items = tuple(item) if shared else None
-            parts[key] = Part(texts, normal, before, dict(ids), kept_items)
+            size += sum(map(len, text)) if isinstance(text, tuple) else 0
+            parts[key] = Part(text, normal, before, dict(ids), seen.items[key])
         else:
-            text = orjson.dumps(item)
-            if old is not None and old.raw == text and old.ids_before == before:
+            if old is not None and n:
                 ids, normal = dict(old.ids_after), old.normal
             else:
                 normal = _top(key, item, rules[0], ids, canonical)
-            size += len(text)
+            size += len(text) if isinstance(text, bytes) else 0
             parts[key] = Part(text, normal, before, dict(ids))
         value[key] = normal
     return Normalised(value, parts, rules, size)
 
 
 def _unchanged(
-    old: Part | None, items: list[Any], before: dict[str, str], shared: bool
+    old: Part | None, items: list[Any], shared: bool
 ) -> tuple[int, tuple[bytes, ...] | None]:
-    """How many leading items of a list keep their normal forms: all of the earlier list's, when
-    they are the list's first items and the numbering reached them as it did then; else none.
-    And the items' texts, unless they were known unchanged by being the same objects."""
-    if old is None or old.ids_before != before:
-        old = None
-    elif shared and old.items is not None:
+    """How many leading items of a list are unchanged: all of the earlier list's, when they are
+    the list's first items; else none. And the items' texts, unless they were known unchanged by
+    being the same objects."""
+    if shared and old is not None and old.items is not None:
         n = len(old.items)
         if n <= len(items) and all(a is b for a, b in zip(old.items, items, strict=False)):
             return n, None

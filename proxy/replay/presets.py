@@ -23,11 +23,14 @@ hide whatever a changed run wrote after the value.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 SHORTEST_VALUE = 3  # a captured "/" or "." would mask every path
+# per top-level value of a body: its items searched (1 for a value that is no list), the value
+# rules still wanted there, and what each one's first match in it captured
+Found = dict[str, tuple[int, tuple[int, ...], dict[int, str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,26 +88,64 @@ class Preset:
             text = order.sorted(text)
         return text
 
-    def patterns(self, body: Any) -> tuple[re.Pattern[str], ...]:
-        """The masks for one request body: the fixed ones, and the values it states, literally."""
-        found: set[str] = set()
-        wanted = list(self.values)
-        for text in _strings(body):
-            for rule in list(wanted):
-                match = rule.pattern.search(text)
-                if match is not None:
-                    wanted.remove(rule)
-                    value = match.group(1).rstrip("/")
-                    if len(value) >= SHORTEST_VALUE:
-                        found.add(value)
-            if not wanted:
-                break
+    def patterns(self, body: Any, found: Found | None = None) -> tuple[re.Pattern[str], ...]:
+        """The masks for one request body: the fixed ones, and the values it states, literally
+        (`found`: its values_since, when they are known already)."""
+        if found is None:
+            found = self.values_since(body)
+        stated: set[str] = set()
+        for _, _, first in found.values():  # each rule has its first value in one place
+            for captured in first.values():
+                value = captured.rstrip("/")
+                if len(value) >= SHORTEST_VALUE:
+                    stated.add(value)
         fixed = tuple(rule.pattern for rule in self.masks)
-        if not found:
+        if not stated:
             return fixed
         # the longest first, so a folder inside another is masked whole
-        values = sorted(found, key=lambda v: (-len(v), v))
+        values = sorted(stated, key=lambda v: (-len(v), v))
         return (*(re.compile(re.escape(v)) for v in values), *fixed)
+
+    def values_since(
+        self, body: Any, same: Mapping[str, int] | None = None, since: Found | None = None
+    ) -> Found:
+        """Where each value rule first matches in the body's texts, in the order they come: per
+        top-level value, what its first match captures, for the rules no earlier value matched.
+        `same` and `since`: what the session's previous body left (proxy.replay.normalize.Seen),
+        so that a value unchanged since then, or a list's leading items, are not searched again."""
+        wanted = tuple(range(len(self.values)))
+        if not isinstance(body, dict):
+            return {"": (1, wanted, self._first(body, wanted))}
+        out: Found = {}
+        for key, item in body.items():
+            if not wanted:
+                break
+            old = since.get(key) if since is not None else None
+            size = len(item) if isinstance(item, list) else 1
+            if old is not None and old[1] == wanted and (same or {}).get(key, 0) == old[0]:
+                first = dict(old[2])  # searched: what came since is searched for the others
+                rest = tuple(i for i in wanted if i not in first)
+                if isinstance(item, list) and rest and size > old[0]:
+                    first.update(self._first(item[old[0] :], rest))
+            else:
+                first = self._first(item, wanted)
+            out[key] = (size, wanted, first)
+            wanted = tuple(i for i in wanted if i not in first)
+        return out
+
+    def _first(self, value: Any, wanted: tuple[int, ...]) -> dict[int, str]:
+        """What each wanted value rule's first match in `value`'s texts captures."""
+        first: dict[int, str] = {}
+        left = list(wanted)
+        for text in _strings(value):
+            for i in list(left):
+                match = self.values[i].pattern.search(text)
+                if match is not None:
+                    left.remove(i)
+                    first[i] = match.group(1)
+            if not left:
+                break
+        return first
 
 
 PRESETS: tuple[Preset, ...] = (

@@ -34,8 +34,8 @@ from typing import Any
 import orjson
 
 from proxy.replay.difference import Difference, first_difference, first_mismatch
-from proxy.replay.normalize import Canonical, Normalised, normalize, normalize_body
-from proxy.replay.presets import BY_NAME, Preset
+from proxy.replay.normalize import Canonical, Normalised, normalize, normalize_body, seen_since
+from proxy.replay.presets import BY_NAME, Found, Preset
 from proxy.replay.trajectory import Recorded
 from proxy.replay.volatile import Verdict, judge
 
@@ -56,11 +56,23 @@ _Key = tuple[int, str | None]
 
 
 @dataclass(frozen=True, slots=True)
-class _Step:
-    """What a session's last compared step leaves for its next: both sides' normal forms."""
+class _Side:
+    """One side of a compared step: its normal form, and where its preset's values were found."""
 
-    recorded: Normalised
-    received: Normalised
+    form: Normalised
+    found: Found | None
+
+    @property
+    def size(self) -> int:
+        return self.form.size
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """What a session's last compared step leaves for its next: both sides."""
+
+    recorded: _Side
+    received: _Side
 
 
 class StrictReplay:
@@ -157,20 +169,28 @@ class StrictReplay:
             return first_difference(self.normal(recorded, preset), self.received(body, preset))
         with self._lock:
             last = self._steps.get(session)
-        old = self._normal_body(then, preset, last.recorded if last else None, shared=True)
-        new = self._normal_body(body, preset, last.received if last else None, shared=False)
-        difference = first_difference(old.value, new.value)
+        old = self._side(then, preset, last.recorded if last else None, shared=True)
+        new = self._side(body, preset, last.received if last else None, shared=False)
+        difference = first_difference(old.form.value, new.form.value)
         if difference is None:  # equal: the next step finds these items identical on both sides
-            old = old.sharing(new)
+            old = _Side(old.form.sharing(new.form), old.found)
         self._step(session, _Step(old, new))
         return difference
 
-    def _normal_body(
-        self, body: dict[str, Any], preset: Preset | None, since: Normalised | None, *, shared: bool
-    ) -> Normalised:
-        """`shared`: a recorded request, whose history items its recording holds once."""
-        masks, canonical = self._rules(body, preset)
-        return normalize_body(body, masks, canonical=canonical, since=since, shared=shared)
+    def _side(
+        self, body: dict[str, Any], preset: Preset | None, last: _Side | None, *, shared: bool
+    ) -> _Side:
+        """One side of a step, from that side of the step before. `shared`: a recorded request,
+        whose history items its recording holds once."""
+        since = last.form if last is not None else None
+        seen = seen_since(body, since, shared=shared)
+        if preset is None:
+            return _Side(normalize_body(body, self.masks, since=since, seen=seen), None)
+        found = preset.values_since(body, seen.same, last.found if last is not None else None)
+        masks = (*preset.patterns(body, found), *self.masks)
+        canonical = preset.canonical if preset.orders else None
+        form = normalize_body(body, masks, canonical=canonical, since=since, seen=seen)
+        return _Side(form, found)
 
     def _step(self, session: str, step: _Step) -> None:
         """The session's newest step is kept, even alone over the bound: its next one reads it."""

@@ -5,14 +5,16 @@ its verdict is always the one a comparison from scratch gives (proxy.replay.norm
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from proxy.formats.recording import held_once
-from proxy.replay.normalize import compile_masks, normalize, normalize_body
-from proxy.replay.presets import recognise
+from proxy.replay import presets
+from proxy.replay.normalize import compile_masks, normalize, normalize_body, seen_since
+from proxy.replay.presets import BY_NAME, recognise
 from proxy.replay.strict import StrictReplay
 from proxy.replay.trajectory import Recorded
 from tests.helpers.recordings import HARNESSES, pair
@@ -131,12 +133,12 @@ def test_new_items_only_are_walked_and_earlier_ones_are_shared_by_both_sides() -
     for k in range(3):
         assert strict.compare(recorded(then[k], k), now[k], session="s") is None
     last = strict._steps["s"]
-    before = last.received.parts["messages"].normal
+    before = last.received.form.parts["messages"].normal
     assert strict.compare(recorded(then[3], 3), now[3], session="s") is None
     step = strict._steps["s"]
     after_old, after_new = (
-        step.recorded.parts["messages"].normal,
-        step.received.parts["messages"].normal,
+        step.recorded.form.parts["messages"].normal,
+        step.received.form.parts["messages"].normal,
     )
     assert all(a is b for a, b in zip(after_new, before, strict=False))  # kept, not walked again
     assert all(a is b for a, b in zip(after_old, after_new, strict=True))  # one form for both
@@ -156,7 +158,7 @@ def test_a_recordings_steps_hold_their_common_items_once_and_only_those() -> Non
     now = steps("b2", "2026-12-04")
     for k in range(3):
         assert strict.compare(recorded(then[k], k), now[k], session="s") is None
-    part = strict._steps["s"].recorded.parts["messages"]
+    part = strict._steps["s"].recorded.form.parts["messages"]
     assert part.raw is None and part.items is not None  # known by identity: no text written
 
 
@@ -168,9 +170,10 @@ def test_normalize_body_gives_normalize_s_form_from_any_earlier_body() -> None:
         for since_body in [None, *bodies, odd]:
             since = None
             if since_body is not None:
-                since = normalize_body(since_body, MASKS, shared=shared)
+                since = normalize_body(since_body, MASKS, seen=seen_since(since_body, None))
             for body in [*bodies, odd]:
-                form = normalize_body(body, MASKS, since=since, shared=shared)
+                seen = seen_since(body, since, shared=shared)
+                form = normalize_body(body, MASKS, since=since, seen=seen)
                 assert form.value == normalize(body, MASKS)
     # other rules: nothing is kept
     since = normalize_body(bodies[2], MASKS)
@@ -185,10 +188,11 @@ def test_real_recordings_step_by_step_agree_with_a_comparison_from_scratch(
     the steps of the main lane give what each step compared alone gives."""
     a, b = pair(name, tmp_path)
     main = [(x, y) for x, y in zip(requests(a), requests(b), strict=True) if x.lane == "main"]
-    for presets in (True, False):
-        scratch, stepped = StrictReplay((), presets=presets), StrictReplay((), presets=presets)
+    for with_presets in (True, False):
+        scratch = StrictReplay((), presets=with_presets)
+        stepped = StrictReplay((), presets=with_presets)
         for x, y in main:
-            preset = recognise(y.request) if presets else None
+            preset = recognise(y.request) if with_presets else None
             expected = scratch.compare(x, y.request, preset)
             assert stepped.compare(x, y.request, preset, session="s") == expected
     # and a changed run: another task in the last step, found as from scratch
@@ -203,3 +207,52 @@ def test_real_recordings_step_by_step_agree_with_a_comparison_from_scratch(
     expected = StrictReplay(()).compare(x, other, recognise(y.request))
     assert expected is not None
     assert stepped.compare(x, other, recognise(y.request), session="s") == expected
+
+
+def test_a_presets_values_are_searched_in_new_items_only_and_found_as_from_scratch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OpenHands states its working directory in a tool result, so the value may first come late;
+    each step's masks from what the step before left equal those found from scratch, also when
+    an earlier item changes its value or a new one comes before it."""
+    preset = BY_NAME["openhands"]
+
+    def result(k: int, folder: str | None) -> dict[str, Any]:
+        where = f"\n[Current working directory: {folder}]" if folder else ""
+        return {"role": "tool", "tool_call_id": f"c{k}", "content": f"ok {k}{where}"}
+
+    history: list[dict[str, Any]] = [{"role": "user", "content": "You are OpenHands agent. Go."}]
+    bodies = []
+    for k in range(8):
+        history.append(result(k, "/work/run-7" if k >= 3 else None))
+        bodies.append({"model": "m", "messages": copy.deepcopy(history)})
+    bodies[6]["messages"][4]["content"] = "ok 3\n[Current working directory: /elsewhere]"
+    bodies[7]["messages"].insert(1, result(99, "/first/one"))
+    searched: list[int] = []  # the items of the history each step searched
+    texts_of = presets._strings
+
+    counting = [False]
+
+    def counted(value: Any) -> Any:
+        if isinstance(value, list) and counting[0]:
+            searched[-1] += len(value)
+        return texts_of(value)
+
+    monkeypatch.setattr(presets, "_strings", counted)
+    last: tuple[Any, Any] | None = None
+    for body in bodies:
+        since = None if last is None else last[0]
+        seen = seen_since(body, since)
+        searched.append(0)
+        counting[0] = True
+        found = preset.values_since(body, seen.same, None if last is None else last[1])
+        counting[0] = False
+        masks = preset.patterns(body, found)
+        assert masks == preset.patterns(body), body["messages"][-1]  # as from scratch
+        last = (normalize_body(body, masks, seen=seen), found)
+    # the directory first comes at step 4, its value changes at step 7 (kept from the step
+    # before: searched again), an earlier item comes at step 8; the interpreter never comes
+    assert [p.pattern for p in preset.patterns(bodies[5])[:1]] == [re.escape("/work/run-7")]
+    assert [p.pattern for p in preset.patterns(bodies[6])[:1]] == [re.escape("/elsewhere")]
+    assert [p.pattern for p in preset.patterns(bodies[7])[:1]] == [re.escape("/first/one")]
+    assert searched == [2, 1, 1, 1, 1, 1, 8, 10]
