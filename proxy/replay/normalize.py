@@ -102,7 +102,7 @@ class Part:
     normal: Any
     ids_before: dict[str, str]
     ids_after: dict[str, str]
-    items: tuple[Any, ...] | None = None  # a list's items, when they are shared (`normalize_body`)
+    items: tuple[Any, ...] | None = None  # a list's items, when they are shared (`seen_since`)
 
 
 @dataclass(frozen=True, slots=True)
