@@ -145,12 +145,13 @@ class StrictReplay:
         return normalize(body, masks, canonical=canonical)
 
     def _rules(
-        self, body: Any, preset: Preset | None
+        self, body: Any, preset: Preset | None, found: Found | None = None
     ) -> tuple[tuple[re.Pattern[str], ...], Canonical | None]:
-        """The masks (the values the body states first, for its preset) and the list order."""
+        """The masks (the values the body states first, for its preset; `found`: where they
+        were found, when known) and the list order."""
         if preset is None:
             return self.masks, None
-        masks = (*preset.patterns(body), *self.masks)
+        masks = (*preset.patterns(body, found), *self.masks)
         return masks, preset.canonical if preset.orders else None
 
     def compare(
@@ -184,11 +185,10 @@ class StrictReplay:
         whose history items its recording holds once."""
         since = last.form if last is not None else None
         seen = seen_since(body, since, shared=shared)
-        if preset is None:
-            return _Side(normalize_body(body, self.masks, since=since, seen=seen), None)
-        found = preset.values_since(body, seen.same, last.found if last is not None else None)
-        masks = (*preset.patterns(body, found), *self.masks)
-        canonical = preset.canonical if preset.orders else None
+        found = None
+        if preset is not None:
+            found = preset.values_since(body, seen.same, last.found if last is not None else None)
+        masks, canonical = self._rules(body, preset, found)
         form = normalize_body(body, masks, canonical=canonical, since=since, seen=seen)
         return _Side(form, found)
 
