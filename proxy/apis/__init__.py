@@ -37,7 +37,7 @@ from proxy.replay.conversation import Conversation
 from proxy.replay.splice import Insertion, apply_chat
 from proxy.replay.tokens import without_tokens
 from proxy.replay.trajectory import Turn
-from proxy.upstream.dialect import GOOGLE, OPENAI, Dialect
+from proxy.upstream.dialect import COMMON, PLAIN, Dialect
 
 Read = Callable[[Sequence[Any], str, dict[str, Any]], tuple[list[dict[str, Any]], list[int]]]
 
@@ -76,7 +76,7 @@ class Api:
     # an OpenAI-shaped error body in this API's shape, by status (None: OpenAI's own)
     error_body: Callable[[dict[str, Any], int], dict[str, Any]] | None = None
     error_shape: str = "OpenAI"  # whose error shape, as the OpenAPI document says
-    upstream: Dialect = OPENAI  # how its requests go upstream
+    upstream: Dialect = PLAIN  # how its requests go upstream, and where a key goes
     # paths it answers beyond `paths`, by their form (Gemini's /v1beta/models/{model}:...)
     serves: Callable[[str], bool] | None = None
     # other paths that are its own when forwarded: their errors take its shape, and they go
@@ -230,7 +230,13 @@ GEMINI = Api(
     read_answer=lambda raw, stream: gemini.read_answer(raw, stream=stream),
     error_body=gemini.error_body,
     error_shape="Google",
-    upstream=GOOGLE,
+    # Google takes an API key as x-goog-api-key or ?key=, not a Bearer
+    upstream=Dialect(
+        keeps_version=True,
+        key_header=b"x-goog-api-key",
+        key_query="key",
+        credentials=COMMON | {b"x-goog-api-key"},
+    ),
     serves=gemini.is_gemini_path,
     claims=gemini.claims,
     target=gemini.target,

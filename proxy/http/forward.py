@@ -20,7 +20,7 @@ from proxy.http.relay import OTHER
 from proxy.nesting import too_deep
 from proxy.replay.conversation import Lane, session_header
 from proxy.runtime import Runtime
-from proxy.upstream.dialect import OPENAI
+from proxy.upstream.dialect import PLAIN
 
 LANE = Lane.OTHER.value
 NO_SESSION = "unsessioned"
@@ -73,7 +73,7 @@ async def forward(request: Incoming, runtime: Runtime, *, api: Api | None) -> Re
             api=OTHER,
             started=started,
             values=values,
-            dialect=api.upstream if api is not None else OPENAI,
+            dialect=api.upstream if api is not None else PLAIN,
         )
     turn = f"{request.method} {request.path}"
     runtime.answered(OTHER, session, LANE, source, turn, response.status_code, started)

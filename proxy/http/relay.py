@@ -16,7 +16,7 @@ from proxy.recording.recorder import Exchange
 from proxy.recording.tap import Tap, client_secrets
 from proxy.runtime import Runtime
 from proxy.upstream import Captured, PassThrough
-from proxy.upstream.dialect import OPENAI, Dialect
+from proxy.upstream.dialect import PLAIN, Dialect
 from proxy.upstream.socket import Refused
 
 OTHER = "other"  # the api label of a request of no completion API
@@ -71,7 +71,7 @@ async def forward(
     api: str,
     started: float,
     values: Mapping[str, str] | None = None,
-    dialect: Dialect = OPENAI,
+    dialect: Dialect = PLAIN,
     parsed: dict[str, Any] | None = None,
 ) -> PassThrough:
     """The request upstream, its answer passed on as it arrives; `values`: {session} and

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from proxy.apis import APIS
 from proxy.apis.readback import Assembled, sse_events
 from proxy.errors import ProxyError
 from proxy.recording.dumper import Dumper
@@ -21,6 +22,7 @@ from proxy.recording.recorder import Exchange, RawJson, Recorder
 from proxy.replay.trajectory import Recorded
 from proxy.sessions.status import iso
 from proxy.upstream import Captured
+from proxy.upstream.dialect import credential_headers
 from proxy.upstream.headers import query_key
 
 log = logging.getLogger("proxy.recording.tap")
@@ -28,16 +30,20 @@ log = logging.getLogger("proxy.recording.tap")
 Reader = Callable[[bytes, bool], Assembled]  # an Api's read_answer
 OFF_LOOP = 256 * 1024  # an answer larger than this is read back in a thread
 
-_CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
+# where any API's client may carry a credential (each API's dialect says), to be scrubbed
+_DIALECTS = tuple(api.upstream for api in APIS)
+_CREDENTIAL_HEADERS = sorted(h.decode() for h in credential_headers(_DIALECTS))
+_KEY_QUERIES = sorted({d.key_query for d in _DIALECTS if d.key_query is not None})
 
 
 def client_secrets(headers: Mapping[str, str], query: str = "") -> tuple[str, ...]:
-    """The client's own credentials (headers, and a Gemini ?key=), so that they can be scrubbed
-    from what is written."""
+    """The client's own credentials (headers, and a key in the query), so that they can be
+    scrubbed from what is written."""
     values = []
-    key = query_key(query)
-    if key:
-        values.append(key)
+    for name in _KEY_QUERIES:
+        key = query_key(query, name)
+        if key:
+            values.append(key)
     for name in _CREDENTIAL_HEADERS:
         value = headers.get(name)
         if value:

@@ -25,7 +25,7 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from proxy.upstream.dialect import OPENAI, Dialect
+from proxy.upstream.dialect import PLAIN, Dialect
 from proxy.upstream.headers import request_headers, swap_query_key, via
 from proxy.upstream.passthrough import Answer, OnComplete, PassThrough
 from proxy.upstream.pool import Pool, display, forward_proxy, open_session
@@ -99,7 +99,7 @@ class Upstream:
         raw_path: str,
         query: str,
         values: Mapping[str, str] | None = None,
-        dialect: Dialect = OPENAI,
+        dialect: Dialect = PLAIN,
     ) -> URL:
         """/v1/chat/completions -> {base path}/chat/completions: the base URL already ends in /v1.
         A dialect that keeps the version (Gemini's /v1beta/..., /v1alpha/...) goes under the base
@@ -144,23 +144,23 @@ class Upstream:
         headers: Iterable[tuple[bytes, bytes]],
         *,
         values: Mapping[str, str] | None = None,
-        dialect: Dialect = OPENAI,
+        dialect: Dialect = PLAIN,
         identity: bool = False,
     ) -> tuple[URL, list[tuple[str, str]]]:
         """Where a request goes and the headers it carries there (over HTTP, or the upgrade of
         a socket: proxy.upstream.socket): the proxy's key for the client's, the per-session
         header lines for the client's own, and the Via mark."""
-        gemini = dialect.google_key
         in_query = False
-        if self._api_key is not None and gemini:
-            swapped = swap_query_key(query, self._api_key)
+        if self._api_key is not None and dialect.key_query is not None:
+            swapped = swap_query_key(query, self._api_key, dialect.key_query)
             in_query, query = swapped != query, swapped
         url = self.url(raw_path, query, values, dialect)
         forwarded = request_headers(
             headers,
             api_key=self._api_key,
             identity=identity,
-            gemini="query" if in_query else "header" if gemini else None,
+            dialect=dialect,
+            key_in_query=in_query,
             mark=self.mark,
         )
         if values and values.get("handoff_turn"):  # a resumed session's live call: the cut
@@ -182,7 +182,7 @@ class Upstream:
         on_complete: OnComplete | None = None,
         keep_body: bool = False,
         values: Mapping[str, str] | None = None,
-        dialect: Dialect = OPENAI,
+        dialect: Dialect = PLAIN,
     ) -> PassThrough:
         """`values`: the session's {session} and {trajectory}, for a per-session upstream;
         `dialect`: the API's way with paths and keys."""

@@ -1,23 +1,37 @@
-"""How an API's requests go upstream: where the path goes under the base URL, how the key travels.
+"""How an API's requests go upstream: where the path goes under the base URL, which headers carry
+a client's credentials, and where the proxy's own key (--upstream-api-key) goes instead.
 
-An API's row in proxy.apis names its dialect; a forwarded request no API claims goes as OPENAI.
+An API's row in proxy.apis names its dialect; a forwarded request no API claims goes as PLAIN.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+# what carries a credential in every dialect: a Bearer token (OAuth, Bedrock API keys), and the
+# key headers of the OpenAI-style APIs (x-api-key, Azure's api-key)
+COMMON = frozenset({b"authorization", b"x-api-key", b"api-key"})
+
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
-    # the path keeps its version (/v1beta/...) and goes under the base URL's root, so a base path
-    # ending in /v1 (an upstream that serves both, as a LiteLLM proxy does) loses that /v1;
-    # otherwise /v1/... goes under the base URL, which already ends in /v1
+    # the path keeps its version (/v1beta/..., /v1/projects/...) and goes under the base URL's
+    # root, so a base path ending in /v1 (an upstream that serves both, as a LiteLLM proxy does)
+    # loses that /v1; otherwise /v1/... goes under the base URL, which already ends in /v1
     keeps_version: bool = False
-    # the key goes in x-goog-api-key, or in the ?key= the client sent (Google's way), not as a
-    # Bearer or x-api-key
-    google_key: bool = False
+    # the API's own key header: the proxy's key goes there (not as a Bearer) unless the client
+    # sent an OAuth Authorization; None: a Bearer, or x-api-key when the client used that
+    key_header: bytes | None = None
+    # the query parameter a client may carry its key in (swapped for the proxy's, and scrubbed)
+    key_query: str | None = None
+    # the headers that carry a client's credentials: dropped when the proxy sends its own key,
+    # and never written to a recording or a dump
+    credentials: frozenset[bytes] = COMMON
 
 
-OPENAI = Dialect()  # OpenAI's and Anthropic's: the credential header the client sent
-GOOGLE = Dialect(keeps_version=True, google_key=True)
+PLAIN = Dialect()  # a Bearer, or the x-api-key the client sent
+
+
+def credential_headers(dialects: tuple[Dialect, ...]) -> frozenset[bytes]:
+    """Every header any of these dialects carries a credential in."""
+    return frozenset().union(*(d.credentials for d in dialects))

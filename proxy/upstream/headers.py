@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import quote, unquote
 
+from proxy.upstream.dialect import PLAIN, Dialect
+
 # names as bytes, lower-case: ASGI gives request header names in lower case
 HOP_BY_HOP = frozenset(
     {
@@ -33,7 +35,6 @@ HOP_BY_HOP = frozenset(
 # the client library frames the body and names the host itself
 _NOT_FORWARDED = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
 _NOT_FORWARDED_IDENTITY = _NOT_FORWARDED | {b"accept-encoding"}
-_CREDENTIALS = frozenset({b"authorization", b"x-api-key", b"api-key", b"x-goog-api-key"})
 # the answer's Date is the proxy's (uvicorn adds it): the upstream's would make a second one
 _NOT_RETURNED = HOP_BY_HOP | {b"date"}
 
@@ -57,12 +58,13 @@ def request_headers(
     *,
     api_key: str | None,
     identity: bool = False,
-    gemini: str | None = None,
+    dialect: Dialect = PLAIN,
+    key_in_query: bool = False,
     mark: bytes | None = None,
 ) -> list[tuple[str, str]]:
     """The headers to send upstream, as the client library takes them. `identity` asks for an
-    uncompressed answer (the proxy keeps a copy to record). `gemini`: a Gemini API request, whose
-    key goes in x-goog-api-key ("header"), or was swapped in its ?key= ("query")."""
+    uncompressed answer (the proxy keeps a copy to record). `dialect`: where the API takes a key;
+    `key_in_query`: the key was swapped into the client's own ?key= already."""
     drop = _NOT_FORWARDED_IDENTITY if identity else _NOT_FORWARDED
     out: list[tuple[bytes, bytes]] = []
     connection: list[bytes] = []
@@ -81,43 +83,48 @@ def request_headers(
     if mark is not None:
         out.append((b"via", mark))  # a line of its own: the client's Via lines go on as they are
     if api_key is not None:
-        out = _swap_credentials(out, api_key.encode(), gemini=gemini)
+        out = _swap_credentials(out, api_key.encode(), dialect, key_in_query)
     # header values are bytes on the wire; latin-1 keeps every byte as it came
     return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in out]
 
 
 def _swap_credentials(
-    headers: list[tuple[bytes, bytes]], key: bytes, *, gemini: str | None = None
+    headers: list[tuple[bytes, bytes]], key: bytes, dialect: Dialect, key_in_query: bool
 ) -> list[tuple[bytes, bytes]]:
-    used = {h[0] for h in headers if h[0] in _CREDENTIALS}
-    out = [h for h in headers if h[0] not in _CREDENTIALS] if used else headers
-    if gemini is not None:  # Google takes an API key as x-goog-api-key or ?key=, not a Bearer
+    credentials = dialect.credentials
+    used = {h[0] for h in headers if h[0] in credentials}
+    out = [h for h in headers if h[0] not in credentials] if used else headers
+    if dialect.key_header is not None:  # the API's own key header, not a Bearer
         if b"authorization" in used:  # an OAuth client: keep its way
             out.append((b"authorization", b"Bearer " + key))
-        elif gemini == "header":
-            out.append((b"x-goog-api-key", key))
+        elif not key_in_query:
+            out.append((dialect.key_header, key))
         return out
-    if b"x-api-key" in used:  # an Anthropic client: keep its way of sending the key
+    if b"x-api-key" in used:  # a client that sends its key as x-api-key: keep its way
         out.append((b"x-api-key", key))
     if b"x-api-key" not in used or b"authorization" in used:
         out.append((b"authorization", b"Bearer " + key))
     return out
 
 
-def swap_query_key(query: str, key: str) -> str:
-    """A Gemini client may send its key as ?key=...: it is swapped for --upstream-api-key too."""
-    if "key=" not in query:
+def swap_query_key(query: str, key: str, name: str = "key") -> str:
+    """A client may send its key in the query (?key=...): it is swapped for --upstream-api-key
+    too."""
+    start = f"{name}="
+    if start not in query:
         return query
     parts = query.split("&")
-    swapped = [f"key={quote(key, safe='')}" if p.startswith("key=") else p for p in parts]
+    swapped = [f"{start}{quote(key, safe='')}" if p.startswith(start) else p for p in parts]
     return "&".join(swapped)
 
 
-def query_key(query: str) -> str | None:
-    """The value of a ?key= credential, as sent (to be scrubbed from what is written)."""
+def query_key(query: str, name: str = "key") -> str | None:
+    """The value of a query credential (?key=...), as sent (to be scrubbed from what is
+    written)."""
+    start = f"{name}="
     for part in query.split("&"):
-        if part.startswith("key=") and len(part) > 4:
-            return unquote(part[4:])
+        if part.startswith(start) and len(part) > len(start):
+            return unquote(part[len(start) :])
     return None
 
 

@@ -12,7 +12,6 @@ from proxy.apis import ANTHROPIC, APIS, CHAT, GEMINI, RESPONSES, Api
 from proxy.app import create_app
 from proxy.config import Settings
 from proxy.http.front import Front
-from proxy.upstream.dialect import GOOGLE
 from tests.helpers.plain_api import PATH, PLAIN
 
 
@@ -48,7 +47,8 @@ def test_the_paths_an_api_claims_are_forwarded_as_its_own() -> None:
         for method in ("GET", "POST"):
             claimed = api_of(routes.route(path, method))
             assert claimed is GEMINI, (method, path)
-            assert claimed.upstream is GOOGLE  # so its key and version go Google's way
+            # so its key and version go Google's way
+            assert claimed.upstream.keeps_version and claimed.upstream.key_query == "key"
 
 
 def test_the_rest_of_v1_is_forwarded_as_other_and_the_rest_is_fastapis() -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from proxy.apis import GEMINI
 from proxy.errors import BadRequest
 from proxy.upstream.client import Upstream
-from proxy.upstream.dialect import GOOGLE
 
 GATEWAY = "http://gw:9000/sessions/{session}/v1?sid={session}"
 VALUES = {"session": "rollout-1", "trajectory": "fix-1"}
@@ -18,7 +18,9 @@ VALUES = {"session": "rollout-1", "trajectory": "fix-1"}
 def test_a_session_goes_under_its_own_base_path_and_query() -> None:
     url = Upstream(GATEWAY).url("/v1/chat/completions", "limit=2", VALUES)
     assert str(url) == "http://gw:9000/sessions/rollout-1/v1/chat/completions?sid=rollout-1&limit=2"
-    gemini = Upstream(GATEWAY).url("/v1beta/models/g-2.5:generateContent", "", VALUES, GOOGLE)
+    gemini = Upstream(GATEWAY).url(
+        "/v1beta/models/g-2.5:generateContent", "", VALUES, GEMINI.upstream
+    )
     assert (
         str(gemini)
         == "http://gw:9000/sessions/rollout-1/v1beta/models/g-2.5:generateContent?sid=rollout-1"
