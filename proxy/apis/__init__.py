@@ -1,4 +1,4 @@
-"""The four APIs a scripted turn can be served through, side by side: how each one's request is
+"""The APIs a scripted turn can be served through, side by side: how each one's request is
 read, how a turn is written in it, where user messages are spliced in, what of the proxy's own
 making is taken out before a conversation goes to the real model, how an answer is read back,
 its error shape and its way upstream. The `Api` table below is the one place the rest of the
@@ -8,6 +8,9 @@ proxy learns about an API: a new API is a module and a row.
     responses.py   OpenAI Responses (/v1/responses)
     anthropic.py   Anthropic Messages (/v1/messages)
     gemini.py      Gemini (/v1beta/models/{model}:generateContent, :streamGenerateContent)
+    vertex.py      Anthropic on Vertex AI (/v1/projects/.../models/{model}:streamRawPredict)
+    bedrock.py     Anthropic on Bedrock (/model/{model}/invoke-with-response-stream)
+    framing.py     how a stream's events cross the wire (SSE; eventstream.py: Bedrock's frames)
     *_history.py   a conversation in the API's shape as chat messages (recordings, trajectory files)
     readback.py    an answer read back from the wire (recordings, dumps), SSE split into events
     request.py     what every request body must have before the decision reads it
@@ -25,12 +28,15 @@ from typing import Any
 from proxy.apis import (
     anthropic,
     anthropic_history,
+    bedrock,
     chat,
     gemini,
     gemini_history,
     responses,
     responses_history,
+    vertex,
 )
+from proxy.apis.framing import SSE, Framing
 from proxy.apis.readback import Assembled
 from proxy.apis.request import loads_object
 from proxy.replay.conversation import Conversation
@@ -61,7 +67,7 @@ class Api:
     """One API, whole: everything the proxy knows of it is here or in its module. A new API is a
     module and a row (tests/wire/apis/test_fifth_api.py shows one)."""
 
-    name: str  # chat | responses | anthropic | gemini: the label in metrics, logs and recordings
+    name: str  # chat | responses | anthropic | gemini | vertex | bedrock: its label everywhere
     title: str  # what it is called in the OpenAPI document
     paths: tuple[str, ...]  # the POST paths it answers (from a script, or forwarded)
     documented: tuple[str, ...]  # its paths as the OpenAPI document writes them
@@ -91,6 +97,8 @@ class Api:
     # what a stream event that carries a tool call holds: a cut answer (the drop fault) stops
     # before it, since a harness that runs calls as they stream in would run it, then retry
     call_event: bytes = b""
+    # how its stream's events cross the wire (SSE, or Bedrock's event stream frames)
+    framing: Framing = SSE
 
     def read(self, raw: bytes, path: str, query: str) -> tuple[dict[str, Any], Conversation]:
         """A request body: the JSON object, and the Conversation the decision reads."""
@@ -202,8 +210,12 @@ ANTHROPIC = Api(
     documented=("/v1/messages",),
     history="messages",
     parse=anthropic.parse_anthropic,
-    stream=lambda turn, conv, body, key: anthropic.message_events(turn, body, key=key),
-    whole=lambda turn, conv, body, key: anthropic.message_object(turn, body, key=key),
+    stream=lambda turn, conv, body, key: anthropic.message_events(
+        turn, body, key=key, model=conv.model
+    ),
+    whole=lambda turn, conv, body, key: anthropic.message_object(
+        turn, body, key=key, model=conv.model
+    ),
     splice=anthropic.splice,
     clean=anthropic.clean,
     read_answer=lambda raw, stream: anthropic.read_answer(raw, stream=stream),
@@ -243,5 +255,54 @@ GEMINI = Api(
     file=FileShape(gemini_history.holds, None, gemini_history.read),
     call_event=b'"functionCall"',
 )
-APIS = (CHAT, RESPONSES, ANTHROPIC, GEMINI)
+VERTEX = Api(
+    name="vertex",
+    title="Anthropic on Google Vertex AI",
+    paths=(),
+    documented=(
+        "/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{model}:rawPredict",
+        "/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{model}"
+        ":streamRawPredict",
+    ),
+    history="messages",
+    parse=anthropic.parse_anthropic,
+    stream=ANTHROPIC.stream,
+    whole=ANTHROPIC.whole,
+    splice=anthropic.splice,
+    clean=anthropic.clean,
+    read_answer=ANTHROPIC.read_answer,
+    error_body=anthropic.error_body,
+    error_shape="Anthropic",
+    upstream=Dialect(keeps_version=True),  # a Bearer: the gateway's Google access token
+    serves=vertex.serves,
+    claims=vertex.claims,
+    target=vertex.target,
+    file=FileShape(lambda _: False, None, anthropic_history.read),  # files read as Anthropic's
+    call_event=b'"tool_use"',
+)
+BEDROCK = Api(
+    name="bedrock",
+    title="Anthropic on Amazon Bedrock",
+    paths=(),
+    documented=("/model/{model}/invoke", "/model/{model}/invoke-with-response-stream"),
+    history="messages",
+    parse=anthropic.parse_anthropic,
+    stream=ANTHROPIC.stream,
+    whole=ANTHROPIC.whole,
+    splice=anthropic.splice,
+    clean=anthropic.clean,
+    read_answer=lambda raw, stream: bedrock.read_answer(raw, stream=stream),
+    error_body=bedrock.error_body,
+    error_shape="Amazon Bedrock",
+    # a Bearer (a Bedrock API key); a client's SigV4 signature names the proxy's host, not the
+    # upstream's, so it cannot be passed on: its session token is a credential to drop
+    upstream=Dialect(keeps_version=True, credentials=COMMON | {b"x-amz-security-token"}),
+    serves=bedrock.serves,
+    claims=bedrock.claims,
+    target=bedrock.target,
+    file=FileShape(lambda _: False, None, anthropic_history.read),  # files read as Anthropic's
+    call_event=b'"tool_use"',
+    framing=bedrock.FRAMING,
+)
+APIS = (CHAT, RESPONSES, ANTHROPIC, GEMINI, VERTEX, BEDROCK)
 BY_NAME = {api.name: api for api in APIS}

@@ -176,13 +176,13 @@ def _stop_reason(turn: Turn) -> str:
 
 
 def _message(
-    request: dict[str, Any], key: str, content: list[Any], stop: str | None, usage: dict[str, Any]
+    model: str, key: str, content: list[Any], stop: str | None, usage: dict[str, Any]
 ) -> dict[str, Any]:
     return {
         "id": derived("msg_01", key, length=22),
         "type": "message",
         "role": "assistant",
-        "model": request.get("model") or "replay",
+        "model": model or "replay",
         "content": content,
         "stop_reason": stop,
         "stop_sequence": None,
@@ -190,13 +190,14 @@ def _message(
     }
 
 
-def message_object(turn: Turn, request: dict[str, Any], *, key: str) -> bytes:
+def message_object(turn: Turn, request: dict[str, Any], *, key: str, model: str) -> bytes:
+    """The answer as one message object; `model`: the request's (in its body, or its URL)."""
     return orjson.dumps(
-        _message(request, key, blocks(turn, request), _stop_reason(turn), _usage(turn))
+        _message(model, key, blocks(turn, request), _stop_reason(turn), _usage(turn))
     )
 
 
-def message_events(turn: Turn, request: dict[str, Any], *, key: str) -> list[bytes]:
+def message_events(turn: Turn, request: dict[str, Any], *, key: str, model: str) -> list[bytes]:
     content = blocks(turn, request)
     events: list[bytes] = []
 
@@ -206,7 +207,7 @@ def message_events(turn: Turn, request: dict[str, Any], *, key: str) -> list[byt
         )
 
     # as the API streams it: the input at the start, one output token so far
-    emit("message_start", message=_message(request, key, [], None, _usage(turn, 1)))
+    emit("message_start", message=_message(model, key, [], None, _usage(turn, 1)))
     emit("ping")
     for index, block in enumerate(content):
         kind = block["type"]

@@ -27,7 +27,7 @@ from proxy.errors import (
     error_response,
 )
 from proxy.http import handoff, relay
-from proxy.http.answers import JSON, SSE, own_headers, rendered
+from proxy.http.answers import JSON, own_headers, rendered
 from proxy.http.diverged import count, diverged
 from proxy.http.faulted import fault_error, faulted
 from proxy.http.incoming import Incoming
@@ -411,7 +411,7 @@ def _answer(
         content_type = recorded.content_type.encode()
     elif conv.stream:
         parts = api.stream(turn, conv, call.body, key)
-        content_type = SSE
+        content_type = api.framing.content_type
     else:
         parts = [api.whole(turn, conv, call.body, key)]
         content_type = JSON
@@ -432,12 +432,16 @@ def _answer(
         async def on_complete() -> None:
             await tap.rendered(parts, stream=conv.stream, message=message, turn=label)
 
+    # a stream's parts are SSE events until here (a fault cuts them as events); a recorded
+    # stream is kept as its SSE events too, whatever its wire was
+    framing = api.framing if conv.stream else None
     if fault is not None:
         return faulted(
             fault, parts, headers, content_type=content_type, on_complete=on_complete,
-            call_event=api.call_event,
+            call_event=api.call_event, framing=framing,
         )  # fmt: skip
-    return rendered(parts, headers, content_type=content_type, on_complete=on_complete)
+    wire = parts if framing is None else framing.out(parts)
+    return rendered(wire, headers, content_type=content_type, on_complete=on_complete)
 
 
 def _injected(call: InFlight, fault: Fault, label: str) -> None:

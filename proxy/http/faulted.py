@@ -14,13 +14,14 @@ its disconnect listener cancels the generator in its sleep.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from sse_starlette import EventSourceResponse
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from proxy.apis import Api
+from proxy.apis.framing import Framing
 from proxy.errors import InjectedFault, error_response
 from proxy.http.answers import OnComplete, rendered
 from proxy.replay.faults import Fault, Kind
@@ -59,23 +60,29 @@ def faulted(
     content_type: bytes,
     on_complete: OnComplete | None,
     call_event: bytes = b"",
+    framing: Framing | None = None,
 ) -> Response:
     """The answer, delayed, stalled or cut as the fault says. For a cut, `on_complete` runs
     when the cut is made (it records the fault); `call_event`: what an event carrying a tool
-    call holds in this API (the cut stops before the first)."""
+    call holds in this API (the cut stops before the first). `framing`: a stream's, whose
+    parts are SSE events, framed for the wire once cut."""
     seconds = fault.seconds or 0.0
     if fault.kind is Kind.DELAY:
+        wire = parts if framing is None else framing.out(parts)
         return Delayed(
-            seconds, rendered(parts, headers, content_type=content_type, on_complete=on_complete)
+            seconds, rendered(wire, headers, content_type=content_type, on_complete=on_complete)
         )
-    stream = content_type.startswith(b"text/event-stream")
+    stream = framing is not None
     if stream and len(parts) == 1:  # a recorded stream (strict mode) is kept as one piece
         parts = [event + b"\n\n" for event in parts[0].split(b"\n\n") if event.strip()]
-    if fault.kind is Kind.STALL and stream:
-        stalled = EventSourceResponse(_stalled(parts, seconds, on_complete), ping=0)
+    if fault.kind is Kind.STALL and framing is not None:
+        events = [piece for part in parts for piece in framing.out([part])]
+        stalled = EventSourceResponse(
+            _stalled(events, seconds, on_complete), ping=0, media_type=content_type.decode()
+        )
         stalled.raw_headers.extend(headers)
         return stalled
-    return Shaped(fault, parts, headers, content_type, on_complete, call_event)
+    return Shaped(fault, parts, headers, content_type, on_complete, call_event, framing)
 
 
 async def wait_or_gone(receive: Receive, seconds: float) -> bool:
@@ -116,6 +123,7 @@ class Shaped(Response):
         content_type: bytes,
         on_complete: OnComplete | None,
         call_event: bytes = b"",
+        framing: Framing | None = None,
     ) -> None:
         self.fault = fault
         self.parts = parts
@@ -123,7 +131,10 @@ class Shaped(Response):
         self.on_complete = on_complete
         self.status_code = 200
         self.background = None
-        self.stream = content_type.startswith(b"text/event-stream")
+        self.stream = framing is not None
+        self.out: Callable[[Sequence[bytes]], list[bytes]] = (
+            framing.out if framing is not None else list
+        )
         head = [(b"content-type", content_type)]
         if self.stream:
             head.append((b"cache-control", b"no-store"))
@@ -146,7 +157,7 @@ class Shaped(Response):
                 event = self.parts[0]
                 finish = event.find(b'"finishReason"')
                 kept = [event[: min(len(event) // 2, finish if finish > 0 else len(event))]]
-            for part in kept:
+            for part in self.out(kept):  # framed for the wire once cut (Bedrock's frames)
                 await send({"type": "http.response.body", "body": part, "more_body": True})
             # returning now leaves the response incomplete: the server closes the connection
             if self.on_complete is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from starlette.responses import Response
 
+from proxy.apis import BY_NAME
 from proxy.errors import Fenced, ProxyError, ReplayDiverged
 from proxy.http.answers import own_headers, rendered
 from proxy.http.incoming import Incoming
@@ -69,8 +70,9 @@ async def answer_recorded(
             if tap is not None:
                 tap.exchange.source = "strict"
                 on_complete = functools.partial(tap.replayed, recorded, ref)
+            framing = BY_NAME[recorded.api].framing if recorded.api in BY_NAME else None
             return rendered(
-                [recorded.body],
+                framing.out([recorded.body]) if framing and recorded.stream else [recorded.body],
                 headers,
                 content_type=recorded.content_type.encode(),
                 status=recorded.status,

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from proxy.apis import Api
+from proxy.apis.framing import SSE
 from proxy.config import UpstreamSocket
 from proxy.errors import ProxyError, UpstreamSocketRefused
 from proxy.http.incoming import Incoming
@@ -58,6 +59,7 @@ def tap(
         secrets=client_secrets(incoming.headers, incoming.query),
         perf_start=perf_start,
         reader=api.read_answer if api is not None else None,
+        framing=api.framing if api is not None else SSE,
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from proxy.apis import APIS
+from proxy.apis.framing import SSE, Framing
 from proxy.apis.readback import Assembled, sse_events
 from proxy.errors import ProxyError
 from proxy.recording.dumper import Dumper
@@ -62,11 +63,13 @@ class Tap:
         secrets: tuple[str, ...],
         perf_start: float,
         reader: Reader | None = None,
+        framing: Framing = SSE,
     ) -> None:
         """`reader`: the API's read_answer (its Api row's), which reads an answer back into a
         message; None for a request of no completion API (forwarded as "other")."""
         self.exchange = exchange
         self.reader = reader
+        self.framing = framing  # how the API's streams cross the wire (SSE, or frames)
         self.recorder = recorder
         self.dumper = dumper
         self.secrets = secrets
@@ -84,7 +87,7 @@ class Tap:
         x.ttfb_ms = self._ms(captured.first_byte)
         x.duration_ms = self._ms(time.perf_counter())
         x.error = captured.error
-        x.stream = captured.content_type.startswith("text/event-stream")
+        x.stream = self.framing.carries(captured.content_type)
         if captured.over_limit:
             x.error = x.error or (
                 f"the answer has {captured.size} bytes, more than --max-body-bytes "
@@ -109,7 +112,8 @@ class Tap:
         x = self.exchange
         x.status, x.stream, x.turn, x.message = 200, stream, turn, message
         x.finish_reason = "tool_calls" if message.get("tool_calls") else "stop"
-        x.content_type = "text/event-stream" if stream else "application/json"
+        media = self.framing.content_type.decode().split(";")[0]
+        x.content_type = media if stream else "application/json"
         body = b"".join(parts)
         if stream:
             x.events = sse_events(body)

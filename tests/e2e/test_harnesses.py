@@ -23,7 +23,10 @@ import pytest
 from tests.conftest import ProxyFactory
 from tests.helpers.harness.install import Unavailable, install
 from tests.helpers.harness.recipes import (
+    CLOUD_MODELS,
     RECIPES,
+    VERTEX_PROJECT,
+    VERTEX_REGION,
     Recipe,
     assert_rebuilt,
     finished_its_own_way,
@@ -92,12 +95,17 @@ TEXT_ANSWERS = {
     "responses": responses_text,
     "anthropic": anthropic_text,
     "gemini": gemini_text,
+    "vertex": anthropic_text,
+    "bedrock": anthropic_text,
 }
 PATHS = {
     "chat": "/v1/chat/completions",
     "responses": "/v1/responses",
     "anthropic": "/v1/messages",
     "gemini": "/v1beta/models/gemini-2.5-pro:streamGenerateContent",
+    "vertex": f"/v1/projects/{VERTEX_PROJECT}/locations/{VERTEX_REGION}/publishers/anthropic/"
+    f"models/{CLOUD_MODELS['vertex']}:streamRawPredict",
+    "bedrock": f"/model/{CLOUD_MODELS['bedrock']}/invoke-with-response-stream",
 }
 
 
@@ -300,6 +308,8 @@ VIEWS = {
     "responses": responses_view,
     "anthropic": anthropic_view,
     "gemini": gemini_view,
+    "vertex": anthropic_view,
+    "bedrock": anthropic_view,
 }
 
 

@@ -42,6 +42,8 @@ PRESET = {
     "agents-streamed": "openai-agents",
     "codex": "codex",
     "claude": "claude-code",
+    "claude-vertex": "claude-code",
+    "claude-bedrock": "claude-code",
     "gemini": "gemini-cli",
     "openhands": "openhands",
     "codex-ws": "codex",  # recorded over their WebSocket, replayed over it

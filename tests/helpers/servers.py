@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from proxy.apis import bedrock
 from proxy.testing import all_sessions as all_sessions  # the proxy's own, for tests too
 from proxy.testing import serving
 
@@ -293,6 +294,7 @@ def anthropic_tool_use(name: str, arguments: dict[str, Any], call_id: str) -> An
 
 
 _MESSAGES = itertools.count(1)
+CLOUD_STREAMS = (bedrock.STREAM, ":streamRawPredict")
 
 
 def anthropic_answer(
@@ -300,6 +302,9 @@ def anthropic_answer(
 ) -> Answer:
     def answer(seen: Seen) -> Response:
         body = seen.json
+        # Vertex AI and Bedrock name the model and the streaming in the URL
+        model = body.get("model") or seen.path.rsplit("/models/", 1)[-1].split(":")[0]
+        streamed = body.get("stream") or seen.path.endswith(CLOUD_STREAMS)
         usage = {"input_tokens": 3, "output_tokens": 2}
         stop = "end_turn" if call is None else "tool_use"
         blocks: list[dict[str, Any]] = []
@@ -314,9 +319,9 @@ def anthropic_answer(
                 {"type": "input_json_delta", "partial_json": orjson.dumps(arguments).decode()}
             )
         # an id per answer, as Anthropic's: Claude Code joins lines of one id into one message
-        message = {"id": f"msg_up_{next(_MESSAGES)}", "type": "message", "role": "assistant", "model": body.get("model"),
+        message = {"id": f"msg_up_{next(_MESSAGES)}", "type": "message", "role": "assistant", "model": model,
                    "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}  # fmt: skip
-        if not body.get("stream"):
+        if not streamed:
             return Response(orjson.dumps(message), media_type="application/json")
         events: list[tuple[str, dict[str, Any]]] = [
             ("message_start", {"message": {**message, "content": [], "stop_reason": None}})
@@ -339,6 +344,10 @@ def anthropic_answer(
             f"event: {k}\ndata: ".encode() + orjson.dumps({"type": k, **p}) + b"\n\n"
             for k, p in events
         )
+        if seen.path.endswith(bedrock.STREAM):  # each event in an AWS event stream frame
+            return Response(
+                b"".join(bedrock.frame([data])), media_type=bedrock.CONTENT_TYPE.decode()
+            )
         return Response(data, media_type="text/event-stream")
 
     return answer

@@ -37,8 +37,13 @@ class Recipe:
     # how the live model ends the run: {"text": ...} or {"tool": ..., "arguments": ...}
     finish: dict[str, Any]
     env: dict[str, str] = field(default_factory=dict)
-    api: str = "chat"  # the API the harness speaks: chat | responses | anthropic | gemini
+    api: str = "chat"  # the API it speaks: chat | responses | anthropic | gemini | vertex | bedrock
 
+
+VERTEX_PROJECT, VERTEX_REGION = "replay-proj", "us-east5"
+# the model Claude Code asks for on each cloud (ANTHROPIC_MODEL): it names the URL
+CLOUD_MODELS = {"vertex": "claude-sonnet-4-5@20250929",
+                "bedrock": "us.anthropic.claude-sonnet-4-5-20250929-v1:0"}  # fmt: skip
 
 RECIPES = {
     "opencode": Recipe(
@@ -76,6 +81,22 @@ RECIPES = {
         lambda c: {"command": c, "description": "run a step"},
         {"text": "All done."},
         api="anthropic",
+    ),
+    # Claude Code through an LLM gateway to Anthropic's models on Google Vertex AI and Amazon
+    # Bedrock (its docs' recipe: the gateway keeps the cloud credentials, SKIP_*_AUTH)
+    "claude-vertex": Recipe(
+        "claude-vertex",
+        "Bash",
+        lambda c: {"command": c, "description": "run a step"},
+        {"text": "All done."},
+        api="vertex",
+    ),
+    "claude-bedrock": Recipe(
+        "claude-bedrock",
+        "Bash",
+        lambda c: {"command": c, "description": "run a step"},
+        {"text": "All done."},
+        api="bedrock",
     ),
     "gemini": Recipe(
         "gemini",
@@ -126,6 +147,8 @@ OPENCODE_SOCKET = Recipe(
 def install_name(recipe: str) -> str:
     if recipe == "mini-text":
         return "mini"
+    if recipe.startswith("claude-"):
+        return "claude"
     if recipe.endswith("-ws"):
         return recipe.removesuffix("-ws")
     return "agents" if recipe.startswith("agents") else recipe
@@ -206,7 +229,7 @@ def command(
     more tools to allow after `--allowedTools Bash` (Claude Code: `Agent`), for no other harness;
     `clock` shifts the harness's clock (libfaketime's FAKETIME, e.g. "+40d"); `track` is the
     harness version's (versions.py)."""
-    if extra_args and recipe.name not in ("opencode", "claude"):
+    if extra_args and recipe.name not in ("opencode", "claude", "claude-vertex", "claude-bedrock"):
         raise ValueError(
             f"extra_args are only supported for opencode and claude, not {recipe.name}"
         )
@@ -319,10 +342,27 @@ def command(
         (home / "config.toml").write_text("\n".join([*config, ""]))
         env.update(CODEX_HOME=str(home))
         return [exe, "exec", "--skip-git-repo-check", "--color", "never", task], env
-    if recipe.name == "claude":
+    if recipe.name.startswith("claude"):
+        if recipe.name == "claude-vertex":
+            env.update(
+                CLAUDE_CODE_USE_VERTEX="1",
+                CLAUDE_CODE_SKIP_VERTEX_AUTH="1",
+                ANTHROPIC_VERTEX_BASE_URL=base_v1,  # with /v1: it adds /projects/...
+                ANTHROPIC_VERTEX_PROJECT_ID=VERTEX_PROJECT,
+                CLOUD_ML_REGION=VERTEX_REGION,
+                ANTHROPIC_MODEL=CLOUD_MODELS["vertex"],
+            )
+        elif recipe.name == "claude-bedrock":
+            env.update(
+                CLAUDE_CODE_USE_BEDROCK="1",
+                CLAUDE_CODE_SKIP_BEDROCK_AUTH="1",
+                ANTHROPIC_BEDROCK_BASE_URL=root,  # without /v1: it adds /model/...
+                AWS_REGION="us-east-1",
+                ANTHROPIC_MODEL=CLOUD_MODELS["bedrock"],
+            )
+        else:
+            env.update(ANTHROPIC_BASE_URL=root, ANTHROPIC_API_KEY="sk-ant-harness")  # no /v1
         env.update(
-            ANTHROPIC_BASE_URL=root,  # without /v1
-            ANTHROPIC_API_KEY="sk-ant-harness",
             CLAUDE_CONFIG_DIR=str(folder / "home/.claude"),
             DISABLE_AUTOUPDATER="1",
             DISABLE_TELEMETRY="1",
