@@ -156,7 +156,11 @@ PRESETS: tuple[Preset, ...] = (
         markers=("x-anthropic-billing-header:", "You are Claude Code", "Claude Agent SDK"),
         values=(
             Rule.of("working directory", r"Primary working directory: (\S+)"),
-            Rule.of("memory folder (under its config folder)", r"file-based memory at `([^`\n]+)`"),
+            # "file-based memory at" (2.1.197), "file-based memory system at" (2.1.332)
+            Rule.of(
+                "memory folder (under its config folder)",
+                r"file-based memory (?:system )?at `([^`\n]+)`",
+            ),
         ),
         masks=(
             Rule.of("today's date", r"(?P<keep>Today's date is )\d{4}-\d\d-\d\d"),

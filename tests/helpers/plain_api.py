@@ -13,6 +13,7 @@ The wire shape, invented for the test:
     answer           {"id", "model", "text", "calls": [...], "done": "calls" | "text"}
     stream           data: {"text"} / data: {"call": {...}} ... / data: {"done"} / data: [END]
     error            {"problem": {"status", "detail"}}
+    credentials      x-plain-key: KEY
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from proxy.replay.content import text_of
 from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_greeting
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn
+from proxy.upstream.dialect import COMMON, Dialect
 
 PATH = "/v1/plain"
+KEY_HEADER = "x-plain-key"
 
 
 def parse(body: Any) -> Conversation:
@@ -142,4 +145,6 @@ PLAIN = Api(
     file=FileShape(lambda _: False, None, to_chat),  # recordings only: no trajectory files
     error_body=error_body,
     error_shape="plain",
+    # its own key header: the proxy's key goes there, and a client's is never written down
+    upstream=Dialect(key_header=KEY_HEADER.encode(), credentials=COMMON | {KEY_HEADER.encode()}),
 )

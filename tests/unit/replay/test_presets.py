@@ -95,6 +95,29 @@ def test_a_value_the_harness_states_is_masked_wherever_it_appears() -> None:
     assert preset.patterns(body("/")) == tuple(rule.pattern for rule in preset.masks)
 
 
+@pytest.mark.parametrize("wording", ["file-based memory at", "file-based memory system at"])
+def test_claude_codes_memory_folder_is_masked_in_either_versions_wording(wording: str) -> None:
+    """2.1.197 says "file-based memory at", 2.1.332 "file-based memory system at": the folder
+    (its config folder's projects/<the project path, dashed>/memory/) differs per checkout."""
+    preset = BY_NAME["claude-code"]
+
+    def body(home: str, project: str) -> dict[str, object]:
+        folder = f"{home}/.claude/projects/{project.replace('/', '-')}/memory/"
+        system = (
+            f"Primary working directory: {project}\nYou have a persistent, {wording} `{folder}`."
+        )
+        return {"system": system, "messages": [{"role": "user", "content": "go"}]}
+
+    recorded = Recorded(
+        0, "anthropic", "main", "POST", "/v1/messages", body("/h/a", "/tmp/first/repo"), 200,
+        False, "", b"",
+    )  # fmt: skip
+    strict = StrictReplay(())
+    elsewhere = body("/h/b", "/tmp/elsewhere/a/deeper/folder/repo")
+    assert strict.compare(recorded, elsewhere, preset) is None
+    assert strict.compare(recorded, elsewhere, None) is not None
+
+
 def test_codex_on_another_day_and_in_another_time_zone(tmp_path: Path) -> None:
     a, b = pair("codex", tmp_path)
     x, y = requests(a)[0], requests(b)[0]

@@ -1,8 +1,9 @@
 """A new API is one module and one row: tests/helpers/plain_api.py defines a small API of its own
 (parsing, rendering, splice, read-back, history, error shape) and its `Api` row, and nothing else
-in the proxy is told about it. Handed to create_app beside the four built-in rows, it takes part
+in the proxy is told about it. Handed to create_app beside the built-in rows, it takes part
 in everything an API does, over real sockets: scripted turns as JSON and as a stream, the live
-part forwarded to its path upstream, a divergence and a malformed body answered in its own error
+part forwarded to its path upstream (the proxy's key in the API's own key header, a client's
+never written down), a divergence and a malformed body answered in its own error
 shape, the exchange recorded with its answer read back, and its path in the OpenAPI document.
 """
 
@@ -21,7 +22,7 @@ from starlette.responses import Response
 from proxy.apis import APIS
 from proxy.app import create_app
 from proxy.config import Settings
-from tests.helpers.plain_api import PATH, PLAIN, read_answer
+from tests.helpers.plain_api import KEY_HEADER, PATH, PLAIN, read_answer
 from tests.helpers.servers import FakeUpstream, Seen, running
 
 TASK = "Make notes.txt, then say so."
@@ -45,6 +46,7 @@ SCRIPT = [
     },
     {"role": "tool", "tool_call_id": "call_P2", "content": ""},
 ]  # fmt: skip
+CLIENT_KEY, PROXY_KEY = "plain-client-key-0123", "plain-proxy-key-4567"
 OPENING = [{"role": "system", "text": "You are terse."}, {"role": "user", "text": TASK}]
 
 
@@ -60,14 +62,20 @@ def served(tmp_path: Path) -> Iterator[tuple[str, FakeUpstream, Path]]:
     upstream = FakeUpstream(fallback=_live)
     records = tmp_path / "records"
     with running(upstream.app) as up:
-        settings = Settings(trajectory=(trajectory,), upstream=up + "/v1", record_dir=records)
+        settings = Settings(
+            trajectory=(trajectory,),
+            upstream=up + "/v1",
+            upstream_api_key=PROXY_KEY,
+            record_dir=records,
+        )
         with running(create_app(settings, apis=(*APIS, PLAIN))) as url:
             yield url, upstream, records
 
 
 def ask(url: str, turns: list[Any], *, stream: bool = False, session: str = "s1") -> httpx.Response:
     body = {"model": "m", "stream": stream, "tools": ["bash"], "turns": turns}
-    return httpx.post(url + PATH, json=body, headers={"x-session-affinity": session}, timeout=30)
+    headers = {"x-session-affinity": session, KEY_HEADER: CLIENT_KEY}
+    return httpx.post(url + PATH, json=body, headers=headers, timeout=30)
 
 
 def agent(answer: dict[str, Any]) -> dict[str, Any]:
@@ -106,6 +114,10 @@ def test_a_session_is_served_its_script_then_goes_live_through_the_new_api(
     assert live.json()["text"] == "Done: notes.txt made."
     [sent] = upstream.posts(PATH)  # its own path upstream, the conversation as the client sent it
     assert sent.json["turns"] == turns
+    # the proxy's key in the API's own key header (its dialect), not as a Bearer
+    assert sent.headers[KEY_HEADER] == PROXY_KEY and "authorization" not in sent.headers
+    written = "".join(f.read_text() for f in records.rglob("*.jsonl"))
+    assert CLIENT_KEY not in written and PROXY_KEY not in written
 
     lines = [json.loads(line) for f in sorted(records.rglob("*.jsonl")) for line in f.read_text().splitlines()]  # fmt: skip
     recorded = [x for x in lines if x.get("api") == "plain"]
