@@ -627,8 +627,11 @@ def _short(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-API_NAMES = {"responses": "Responses", "chat": "Chat Completions", "anthropic": "Anthropic Messages",
-             "gemini": "Gemini"}  # fmt: skip
+def _title(api: str) -> str:
+    """An API's name as its row gives it."""
+    from proxy.apis import BY_NAME
+
+    return BY_NAME[api].title if api in BY_NAME else f"{api} API"
 
 
 def misread(t: Trajectory) -> str | None:
@@ -711,8 +714,8 @@ def describe(t: Trajectory, *, named: bool = False) -> str:
             for api, field, value in not_served(call):
                 lines.append(
                     f"  warning: turn {turn.number}, call {call.id} ({call.name}): its {field} "
-                    f"{_short(str(value), 60)!r} is served only over the {API_NAMES.get(api, api)} "
-                    "API; served over another it is left out, and a harness that needs it to "
+                    f"{_short(str(value), 60)!r} is served only over the {_title(api)}; served over "
+                    "another API it is left out, and a harness that needs it to "
                     "dispatch the call refuses it"
                 )
     for user in t.trailing_users:

@@ -99,6 +99,11 @@ class Api:
     call_event: bytes = b""
     # how its stream's events cross the wire (SSE, or Bedrock's event stream frames)
     framing: Framing = SSE
+    # the field of an answer (and of a stream's chunk, or the object inside it) holding its usage
+    usage_field: str = "usage"
+    # the start of an id its reading makes up for a call that came without one (None: calls
+    # always carry ids): such ids are not the harness's own
+    made_up: str | None = None
 
     def read(self, raw: bytes, path: str, query: str) -> tuple[dict[str, Any], Conversation]:
         """A request body: the JSON object, and the Conversation the decision reads."""
@@ -254,6 +259,8 @@ GEMINI = Api(
     target=gemini.target,
     file=FileShape(gemini_history.holds, None, gemini_history.read),
     call_event=b'"functionCall"',
+    usage_field="usageMetadata",
+    made_up=gemini_history.MADE_UP,
 )
 VERTEX = Api(
     name="vertex",
@@ -306,3 +313,5 @@ BEDROCK = Api(
 )
 APIS = (CHAT, RESPONSES, ANTHROPIC, GEMINI, VERTEX, BEDROCK)
 BY_NAME = {api.name: api for api in APIS}
+# the starts of every id an API's reading makes up (a recording's calls that came without ids)
+MADE_UP = tuple(api.made_up for api in APIS if api.made_up is not None)

@@ -18,6 +18,10 @@ from proxy.replay.trajectory import DISPATCH, dispatch_of
 
 MARKERS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 
+# a tool_use block's fields its harness dispatches it by: what called it (a server tool's code,
+# for programmatic calls), and the toolset it is in
+DISPATCH_FIELDS = ("caller", "toolset_name")
+
 
 def looks_like_anthropic(messages: Sequence[Any]) -> bool:
     for m in messages:
@@ -122,7 +126,7 @@ def _assistant(blocks: list[Any], source: str, index: int) -> dict[str, Any]:
                 "type": "function",
                 "function": {"name": name, "arguments": arguments},
             }
-            if (dispatch := dispatch_of("anthropic", block)) is not None:
+            if (dispatch := dispatch_of("anthropic", DISPATCH_FIELDS, block)) is not None:
                 call[DISPATCH] = dispatch  # served with it over this API
             calls.append(call)
     message["content"] = "\n".join(texts) or None

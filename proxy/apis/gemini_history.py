@@ -21,6 +21,10 @@ from proxy.replay.trajectory import DISPATCH, dispatch_of
 
 MARKERS = frozenset({"functionCall", "functionResponse"})
 
+# a functionCall part's field its harness needs back: the signature of the thinking behind it,
+# which Gemini 3 wants with the call in the history (else a 400 once the session goes live)
+DISPATCH_FIELDS = ("thoughtSignature",)
+
 
 def looks_like_gemini(contents: Sequence[Any]) -> bool:
     return any(
@@ -107,7 +111,7 @@ def contents_to_chat(
                         "arguments": json.dumps(args if args is not None else {}),
                     },
                 }
-                if (dispatch := dispatch_of("gemini", part)) is not None:
+                if (dispatch := dispatch_of("gemini", DISPATCH_FIELDS, part)) is not None:
                     made[DISPATCH] = dispatch  # its thoughtSignature, on the part beside it
                 calls.append(made)
                 unanswered.add(name, ident)

@@ -27,6 +27,11 @@ TOKEN_ITEM_FIELDS = (PROMPT, GENERATION, LOG_PROBS, EXPERTS)
 ASSISTANT_SIDE = frozenset({"reasoning", "function_call", "item_reference"})
 RESPONSES_ONLY = frozenset({"function_call", "function_call_output", "reasoning", "item_reference"})
 
+# a function_call item's fields its harness dispatches it by: Codex's tool namespaces
+# (multi_agent_v1, mcp__<server>), what ran it (`caller`: direct, or a program) and whether it
+# runs asynchronously
+DISPATCH_FIELDS = ("namespace", "caller", "async")
+
 
 def holds(doc: dict[str, Any]) -> bool:
     """A trajectory file's object in the Responses API's request shape ({"input": [...], ...})."""
@@ -128,7 +133,7 @@ def _into_assistant(
         }
         if isinstance(call_id, str) and call_id:
             call["id"] = call_id
-        if (dispatch := dispatch_of("responses", item)) is not None:
+        if (dispatch := dispatch_of("responses", DISPATCH_FIELDS, item)) is not None:
             call[DISPATCH] = dispatch  # its namespace: served with it over this API
         message.setdefault("tool_calls", []).append(call)
 

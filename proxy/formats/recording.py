@@ -25,8 +25,7 @@ from typing import Any
 
 import orjson
 
-from proxy.apis import BY_NAME
-from proxy.apis.gemini_history import MADE_UP
+from proxy.apis import BY_NAME, MADE_UP
 from proxy.errors import LoadError
 from proxy.formats.chat import epoch, trajectory_from_messages
 from proxy.replay.content import text_of
@@ -298,7 +297,7 @@ def _usable_step(exchange: Mapping[str, Any]) -> bool:
 
 def _ids(message: dict[str, Any]) -> tuple[str, ...]:
     """What finds a recorded answer's turn in the conversation: its call ids, or, for calls that
-    came without ids (the Gemini API's, given ids from their place in the answer alone), their
+    came without ids (made up from their place in the answer alone: the Api row's `made_up`), their
     names and arguments; a text answer by its text."""
     calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
     ids = tuple(str(c.get("id")) for c in calls)
@@ -327,11 +326,14 @@ def _with_recorded_answers(conversation: list[Any], steps: list[dict[str, Any]])
 
 
 def _answer_usage(exchange: dict[str, Any]) -> Any:
-    """The usage the recorded answer carried, in its API's shape: a JSON answer's own, or for a
-    stream the last one its events carried (Anthropic's: message_start's, then message_delta's)."""
+    """The usage the recorded answer carried, in its API's shape (its row's `usage_field`): a
+    JSON answer's own, or for a stream the last one its events carried (Anthropic's:
+    message_start's, then message_delta's)."""
+    api = BY_NAME.get(str(exchange.get("api")))
+    field = api.usage_field if api is not None else "usage"
     response = exchange.get("response")
     if isinstance(response, dict):
-        return response.get("usage") or response.get("usageMetadata")
+        return response.get(field)
     found: dict[str, Any] = {}
     for event in exchange.get("events") or []:
         data = event.partition("data: ")[2] if isinstance(event, str) else ""
@@ -342,11 +344,7 @@ def _answer_usage(exchange: dict[str, Any]) -> Any:
         except orjson.JSONDecodeError:
             continue
         inner = chunk.get("message") or chunk.get("response") or {}
-        usage = (
-            chunk.get("usage")
-            or chunk.get("usageMetadata")
-            or (inner.get("usage") if isinstance(inner, dict) else None)
-        )
+        usage = chunk.get(field) or (inner.get(field) if isinstance(inner, dict) else None)
         if isinstance(usage, dict):
             found = {**found, **usage}
     return found or None

@@ -20,19 +20,9 @@ from proxy.replay.tokens import Tokens
 # the key of a chat-form tool call that holds what the API it was recorded in needs to dispatch
 # it: {"responses": {"namespace": "multi_agent_v1"}}; readers put it there, the chat loader reads it
 DISPATCH = "dispatch"
-# the fields of a recorded call, per API, that its harness may need to dispatch it: served as
-# recorded when the call is served over that API (proxy.apis), and left out over any other
-DISPATCH_FIELDS: Mapping[str, tuple[str, ...]] = {
-    # a function_call item's: Codex's tool namespaces (multi_agent_v1, mcp__<server>), and what
-    # ran it (`caller`: direct, or a program) and whether it runs asynchronously
-    "responses": ("namespace", "caller", "async"),
-    # a tool_use block's: what called it (a server tool's code, for programmatic calls), and the
-    # toolset it is in
-    "anthropic": ("caller", "toolset_name"),
-    # a functionCall part's: the signature of the thinking behind it, which Gemini 3 wants back
-    # with the call in the history (else a 400 once the session goes live)
-    "gemini": ("thoughtSignature",),
-}
+# the fields of a recorded call that its harness may need to dispatch it are each API's to name
+# (its history module in proxy.apis): served as recorded when the call is served over that API,
+# and left out over any other
 
 
 @dataclass(slots=True)
@@ -40,7 +30,7 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # JSON text, kept verbatim from the recording
-    # API name -> the call's fields that API's harness dispatches it by (DISPATCH_FIELDS), as
+    # API name -> the call's fields that API's harness dispatches it by (dispatch_of), as
     # recorded; None: nothing beyond id, name and arguments
     dispatch: Mapping[str, Mapping[str, Any]] | None = None
 
@@ -49,10 +39,12 @@ class ToolCall:
         return (self.dispatch or {}).get(api) or {}
 
 
-def dispatch_of(api: str, item: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
-    """What of a recorded call item of `api` is kept for serving it, in a chat-form call's
-    DISPATCH shape; None when it carries none of the fields."""
-    fields = {k: item[k] for k in DISPATCH_FIELDS.get(api, ()) if item.get(k) is not None}
+def dispatch_of(
+    api: str, names: tuple[str, ...], item: Mapping[str, Any]
+) -> dict[str, dict[str, Any]] | None:
+    """What of a recorded call item of `api` is kept for serving it (the fields `names`, the
+    API's own), in a chat-form call's DISPATCH shape; None when it carries none of them."""
+    fields = {k: item[k] for k in names if item.get(k) is not None}
     return {api: fields} if fields else None
 
 

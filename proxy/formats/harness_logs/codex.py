@@ -34,19 +34,19 @@ import json
 from collections import Counter
 from typing import Any
 
-from proxy.apis.responses_history import content_parts
+from proxy.apis.responses_history import DISPATCH_FIELDS, content_parts
 from proxy.errors import LoadError
 from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
 from proxy.replay.content import appended, text_of
-from proxy.replay.trajectory import DISPATCH, DISPATCH_FIELDS, Note, dispatch_of
+from proxy.replay.trajectory import DISPATCH, Note, dispatch_of
 
 # the fields of a call item the proxy reads or makes itself, and Codex's own bookkeeping (which it
 # takes out before a request to another provider: no harness dispatches by it); any other field is
 # reported, not served
 _OWN = {"type", "id", "status", "call_id", "internal_chat_message_metadata_passthrough"}
 KNOWN_CALL_FIELDS = {
-    "function_call": _OWN | {"name", "arguments", *DISPATCH_FIELDS["responses"]},
-    "custom_tool_call": _OWN | {"name", "input", *DISPATCH_FIELDS["responses"]},
+    "function_call": _OWN | {"name", "arguments", *DISPATCH_FIELDS},
+    "custom_tool_call": _OWN | {"name", "input", *DISPATCH_FIELDS},
     "local_shell_call": _OWN | {"action"},
 }
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
@@ -268,7 +268,10 @@ class _Builder:
             "type": "function",
             "function": {"name": name, "arguments": arguments},
         }
-        if kind != "local_shell_call" and (dispatch := dispatch_of("responses", item)) is not None:
+        if (
+            kind != "local_shell_call"
+            and (dispatch := dispatch_of("responses", DISPATCH_FIELDS, item)) is not None
+        ):
             call[DISPATCH] = dispatch  # its namespace (multi_agent_v1, mcp__...): Codex needs it
         unknown = sorted(set(item) - KNOWN_CALL_FIELDS.get(kind, set()))
         if unknown:

@@ -143,7 +143,7 @@ def test_check_warns_that_the_namespace_is_served_over_the_responses_api_only(
     out = capsys.readouterr().out
     assert (
         "warning: turn 1, call call_spawn (spawn_agent): its namespace 'multi_agent_v1' is "
-        "served only over the Responses API" in out
+        "served only over the OpenAI Responses API" in out
     )
     assert main(["check", "--json", str(path)]) == 0
     [summary] = json.loads(capsys.readouterr().out)
