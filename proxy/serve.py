@@ -28,15 +28,13 @@ from pydantic import SecretStr, ValidationError
 from proxy import admin_token
 from proxy.app import INSTANCE, WORKER_SETTINGS, configure_logging, create_app, settle
 from proxy.config import ENV_PREFIX, Settings, unknown_variables
+from proxy.exits import EXIT_BAD_FILE, EXIT_USAGE
 from proxy.names import is_valid_name
 from proxy.sessions.library import Library, LibraryError
 from proxy.store import open_store
 from proxy.upstream import display
 from proxy.upstream.pool import forward_proxy
 from proxy.upstream.template import fields
-
-EXIT_BAD_FILE = 1
-EXIT_USAGE = 2
 
 
 def _settings(flags: dict[str, Any]) -> Settings:

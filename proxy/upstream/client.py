@@ -49,7 +49,7 @@ class Upstream:
         connect_timeout: float = 10.0,
         read_timeout: float = 600.0,
         total_timeout: float | None = None,
-        copy_limit: int = 64 * 1024 * 1024,
+        copy_limit: int = 0,  # the largest answer copied to record: the app gives --max-body-bytes
         instance: str = "",
         headers: Sequence[str] = (),
     ) -> None:

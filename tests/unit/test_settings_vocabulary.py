@@ -8,6 +8,7 @@ import argparse
 
 from proxy.cli import _parser
 from proxy.config import ENV_PREFIX, Settings
+from proxy.flags import TABLE_HEAD, table
 from tests.conftest import ROOT
 
 
@@ -36,3 +37,12 @@ def test_the_configuration_page_lists_every_setting_by_flag_and_variable() -> No
         if flags[name] not in page or f"{ENV_PREFIX}{name.upper()}" not in page
     ]
     assert missing == [], missing
+
+
+def test_the_configuration_pages_table_is_the_one_the_settings_make() -> None:
+    """Each row (flag, variable, default, meaning) comes from its Settings field: the page is
+    not written by hand, so it cannot drift from the flags."""
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    start = page.index(TABLE_HEAD)
+    written = page[start : page.index("\n\n", start) + 1]
+    assert written == table(), "regenerate it: python -m proxy.flags (docs/development.md)"
