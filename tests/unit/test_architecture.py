@@ -72,15 +72,47 @@ LAYERS: dict[str, int] = {
 }
 
 
-def _imports(path: Path) -> set[str]:
-    """The parts of proxy/ a module imports from (by their top-level name under proxy)."""
+def _is_part(package: Path | None, name: str) -> bool:
+    """`name` is a module or a folder of proxy/ (not a name the package's face hands on)."""
+    root = package if package is not None else ROOT / "proxy"
+    return (root / name).is_dir() or (root / f"{name}.py").exists()
+
+
+def _imports(path: Path, package: Path | None = None) -> set[str]:
+    """The parts of proxy/ a module imports from (by their top-level name under proxy), in every
+    form: `import proxy.x`, `from proxy.x import y`, `from proxy import x` (a package's part by
+    its name), a relative import (resolved against the module's own place under `package`), and
+    `importlib.import_module("proxy.x")`."""
+    here: list[str] = []
+    if package is not None:
+        relative = path.relative_to(package.parent).with_suffix("")
+        here = list(relative.parts if path.name != "__init__.py" else relative.parts[:-1])
+        if path.name != "__init__.py":
+            here = here[:-1]  # a module's own package
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         names = []
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+                base = ".".join([*up, *([node.module] if node.module else [])])
+            names = [base]
+            if base == "proxy":  # from proxy import x: the part is x, if x is a part
+                names = [
+                    f"proxy.{alias.name}" if _is_part(package, alias.name) else "proxy"
+                    for alias in node.names
+                ]
         elif isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            names = [node.args[0].value]
         for name in names:
             parts = name.split(".")
             if parts[0] == "proxy":
@@ -96,7 +128,7 @@ def test_no_module_imports_from_a_layer_above_its_own() -> None:
         part = relative.parts[0] if len(relative.parts) > 1 else relative.stem
         part = "proxy" if part == "__init__" else part
         assert part in LAYERS, f"proxy/{relative}: give {part} a layer in LAYERS"
-        for target in _imports(module) - {part}:
+        for target in _imports(module, package) - {part}:
             assert target in LAYERS, f"{target}: give it a layer in LAYERS"
             if LAYERS[target] >= LAYERS[part]:
                 upward.append(f"proxy/{relative.as_posix()} imports {target}")
@@ -109,3 +141,18 @@ def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
     module.write_text("from proxy.http.front import Front\nimport proxy.errors\n")
     assert _imports(module) == {"http", "errors"}
     assert LAYERS["http"] > LAYERS["replay"]
+
+
+def test_the_layer_check_sees_every_import_form(tmp_path: Path) -> None:
+    """A package imported by name, a relative import and importlib count as imports too."""
+    package = tmp_path / "proxy"
+    for part in ("replay", "http", "store"):
+        (package / part).mkdir(parents=True)
+    module = package / "replay" / "engine.py"
+    module.write_text(
+        "import importlib\nfrom proxy import http\nfrom ..sessions import registry\n"
+        "from . import trajectory\nfrom .. import store\n"
+        "importlib.import_module('proxy.recording.tap')\n"
+    )
+    found = _imports(module, package)
+    assert found == {"http", "sessions", "replay", "store", "recording"}
