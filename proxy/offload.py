@@ -36,7 +36,7 @@ from proxy.apis import BY_NAME, Api
 from proxy.config import Settings
 from proxy.replay.conversation import Conversation
 from proxy.replay.engine import Decision, Forward, Rules, Scripted, decide
-from proxy.replay.presets import BY_NAME as PRESETS
+from proxy.replay.presets import PRESET_BY_NAME as PRESETS
 from proxy.replay.presets import Preset, recognise
 from proxy.replay.strict import Miss
 from proxy.replay.trajectory import Trajectory, Turn

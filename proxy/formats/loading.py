@@ -45,7 +45,7 @@ from proxy.formats.children import with_children
 from proxy.formats.harness_logs import (
     Converted,
     Lines,
-    Miss,
+    Misfit,
     Reader,
     claude_code,
     codex,
@@ -282,7 +282,7 @@ def _converted(
 
 
 def _from_document(doc: Any, *, name: str, source: str, digest: str) -> list[Trajectory]:
-    misses: list[tuple[str, Miss]] = []
+    misses: list[tuple[str, Misfit]] = []
     for reader in READERS:
         if reader.lines:
             continue
@@ -296,7 +296,7 @@ def _from_document(doc: Any, *, name: str, source: str, digest: str) -> list[Tra
         raise _unrecognised(exc, misses) from None
 
 
-def _unrecognised(exc: LoadError, misses: list[tuple[str, Miss]]) -> LoadError:
+def _unrecognised(exc: LoadError, misses: list[tuple[str, Misfit]]) -> LoadError:
     """The generic shapes' error stands for a file that looked like one of them (it failed past
     its start) and like no harness log; otherwise one error names every format tried, the
     closest first."""
@@ -373,7 +373,7 @@ def _from_lines(
         return [
             trajectory_from_recording(items, name=name, source=source, digest=digest, notes=notes)
         ]
-    misses: list[tuple[str, Miss]] = []
+    misses: list[tuple[str, Misfit]] = []
     for reader in READERS:
         if not reader.lines:
             continue

@@ -361,7 +361,7 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
         tap.exchange.source = "upstream"
         tap.exchange.upstream = call.upstream()
     try:
-        response = await relay.forward(
+        response = await relay.send(
             call.runtime,
             call.request,
             call.raw,

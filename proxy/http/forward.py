@@ -64,7 +64,7 @@ async def forward(request: Incoming, runtime: Runtime, *, api: Api | None) -> Re
         if tap is not None:
             tap.exchange.source = source
             tap.exchange.upstream = upstream
-        response = await relay.forward(
+        response = await relay.send(
             runtime,
             request,
             request.body,

@@ -63,7 +63,7 @@ def tap(
     )
 
 
-async def forward(
+async def send(
     runtime: Runtime,
     request: Incoming,
     body: bytes,

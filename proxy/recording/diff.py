@@ -18,7 +18,7 @@ from proxy.apis.chat import read_answer
 from proxy.replay.conversation import Lane
 from proxy.replay.difference import Difference, first_difference
 from proxy.replay.normalize import normalize
-from proxy.replay.presets import BY_NAME, Preset, recognise
+from proxy.replay.presets import PRESET_BY_NAME, Preset, recognise
 from proxy.replay.trajectory import Recorded, Trajectory
 from proxy.replay.volatile import CHANGED_VERDICT, VOLATILE, Verdict, judge
 
@@ -79,8 +79,8 @@ def preset_of(t: Trajectory) -> Preset | None:
     recorded: list[Recorded] = [u.recorded for u in t.turns if u.recorded is not None]
     recorded.extend(t.side)
     for r in recorded:
-        if r.preset is not None and r.preset in BY_NAME:
-            return BY_NAME[r.preset]
+        if r.preset is not None and r.preset in PRESET_BY_NAME:
+            return PRESET_BY_NAME[r.preset]
     return recognise(recorded[0].request) if recorded else None
 
 

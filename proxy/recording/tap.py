@@ -28,7 +28,7 @@ from proxy.upstream.headers import query_key
 
 log = logging.getLogger("proxy.recording.tap")
 
-Reader = Callable[[bytes, bool], Assembled]  # an Api's read_answer
+ReadAnswer = Callable[[bytes, bool], Assembled]  # an Api's read_answer
 OFF_LOOP = 256 * 1024  # an answer larger than this is read back in a thread
 
 # where any API's client may carry a credential (each API's dialect says), to be scrubbed
@@ -62,7 +62,7 @@ class Tap:
         dumper: Dumper | None,
         secrets: tuple[str, ...],
         perf_start: float,
-        reader: Reader | None = None,
+        reader: ReadAnswer | None = None,
         framing: Framing = SSE,
     ) -> None:
         """`reader`: the API's read_answer (its Api row's), which reads an answer back into a
@@ -184,7 +184,7 @@ def dump_record(
 
 
 def _read_answer(
-    x: Exchange, body: bytes, dump: bool, reader: Reader | None
+    x: Exchange, body: bytes, dump: bool, reader: ReadAnswer | None
 ) -> dict[str, Any] | None:
     """The exchange's answer filled in from the body; the completion to dump, if one is due."""
     if reader is None:

@@ -258,7 +258,7 @@ PRESETS: tuple[Preset, ...] = (
     ),
     Preset("openai-agents", "openai-agents", agents=("Agents/Python",), markers=()),
 )
-BY_NAME = {p.name: p for p in PRESETS}
+PRESET_BY_NAME = {p.name: p for p in PRESETS}
 OPENING = 4096  # how much of each opening text is searched for a marker
 
 

@@ -35,7 +35,7 @@ import orjson
 
 from proxy.replay.difference import Difference, first_difference, first_mismatch
 from proxy.replay.normalize import Canonical, Normalised, normalize, normalize_body, seen_since
-from proxy.replay.presets import BY_NAME, Found, Preset
+from proxy.replay.presets import PRESET_BY_NAME, Found, Preset
 from proxy.replay.trajectory import Recorded
 from proxy.replay.volatile import Verdict, judge
 
@@ -100,7 +100,7 @@ class StrictReplay:
         """The request's preset, else the one the recording names (a harness left unrecognised
         by its request); both sides are normalised with it."""
         if preset is None and self.presets and recorded.preset is not None:
-            return BY_NAME.get(recorded.preset)
+            return PRESET_BY_NAME.get(recorded.preset)
         return preset
 
     def normal(self, recorded: Recorded, preset: Preset | None) -> Any:

@@ -54,16 +54,16 @@ CALL_TYPES = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
 @dataclass(frozen=True, slots=True)
-class Kind:
+class ValueKind:
     name: str
     pattern: re.Pattern[str]
 
 
-def _kind(name: str, pattern: str) -> Kind:
-    return Kind(name, re.compile(pattern))
+def _kind(name: str, pattern: str) -> ValueKind:
+    return ValueKind(name, re.compile(pattern))
 
 
-KINDS: tuple[Kind, ...] = (
+KINDS: tuple[ValueKind, ...] = (
     _kind(
         "a timestamp",
         r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?",
@@ -89,12 +89,12 @@ KINDS: tuple[Kind, ...] = (
 
 
 @functools.cache
-def candidates(preset: Preset | None) -> tuple[Kind, ...]:
+def candidates(preset: Preset | None) -> tuple[ValueKind, ...]:
     """The request's own preset's masks first (they are precise), then the general kinds. Never
     another harness's: its masks were written against words this harness does not send."""
     if preset is None:
         return KINDS
-    own = tuple(Kind(f"{rule.what} ({preset.title})", rule.pattern) for rule in preset.masks)
+    own = tuple(ValueKind(f"{rule.what} ({preset.title})", rule.pattern) for rule in preset.masks)
     return (*own, *KINDS)
 
 
@@ -106,7 +106,7 @@ def mask_flags(patterns: Iterable[str]) -> str:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     verdict: str  # volatile | changed
-    masks: tuple[Kind, ...] = ()  # volatile: the masks that explain it
+    masks: tuple[ValueKind, ...] = ()  # volatile: the masks that explain it
     changed_at: Difference | None = None  # changed: the first difference no mask explains
     # characters the masks were searched in: what the verdict cost, bounded whatever the input
     searched: int = field(default=0, compare=False)
@@ -130,7 +130,7 @@ class _Search:
 
     places: int = 0
     searched: int = 0
-    used: dict[str, Kind] = field(default_factory=dict)
+    used: dict[str, ValueKind] = field(default_factory=dict)
 
 
 def judge(expected: Any, actual: Any, *, path: str = "", preset: Preset | None = None) -> Verdict:
@@ -183,7 +183,7 @@ def _in_call(value: Any, trail: Sequence[str | int]) -> bool:
     return False
 
 
-def _walk(a: str, b: str, kinds: Sequence[Kind], search: _Search) -> tuple[str, str] | None:
+def _walk(a: str, b: str, kinds: Sequence[ValueKind], search: _Search) -> tuple[str, str] | None:
     """None when every place a and b differ holds a value of one of `kinds` on both sides, at the
     same offset; else both texts with the values explained so far masked, so their first
     difference is the first one no kind explains (or the one past the bound)."""
@@ -209,8 +209,8 @@ def _walk(a: str, b: str, kinds: Sequence[Kind], search: _Search) -> tuple[str, 
 
 
 def _covered(
-    kinds: Sequence[Kind], a: str, pa: int, b: str, pb: int, search: _Search
-) -> tuple[Kind, tuple[int, int], tuple[int, int]] | None:
+    kinds: Sequence[ValueKind], a: str, pa: int, b: str, pb: int, search: _Search
+) -> tuple[ValueKind, tuple[int, int], tuple[int, int]] | None:
     """The first kind with a value on both sides at the differing place: its masked span in a
     and in b."""
     for kind in kinds:

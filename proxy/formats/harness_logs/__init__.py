@@ -1,7 +1,7 @@
 """The logs other harnesses and RL frameworks write, each read by a Reader (reader.py).
 
 A reader takes a parsed file: one JSON document, or a JSONL file's (line index, value) pairs.
-`miss` says whether the file is of its format (None), else a Miss: why not, where, how close.
+`miss` says whether the file is of its format (None), else a Misfit: why not, where, how close.
 `convert` returns one or more Converted conversations of OpenAI chat messages, each message
 remembering where in the file it came from, with notes on what it left out of the script.
 A file of its format it cannot read is an error, loudly: a LoadError naming the file and the
@@ -29,12 +29,12 @@ from proxy.formats.harness_logs import (
     openhands,
     swe_agent,
 )
-from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Reader
 
 __all__ = [
     "Converted",
     "Lines",
-    "Miss",
+    "Misfit",
     "Reader",
     "claude_code",
     "codex",

@@ -26,7 +26,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Reader
 from proxy.replay.content import text_of
 from proxy.replay.trajectory import Note
 
@@ -46,12 +46,12 @@ LOCAL = (
 SCAN = 50  # lines `miss` looks at: a resumed 1.0 transcript may open with many summary lines
 
 
-def miss(lines: Lines) -> Miss | None:
+def miss(lines: Lines) -> Misfit | None:
     expected = "expected a Claude Code transcript"
     marks = 0
     for index, value in lines[:SCAN]:
         if not isinstance(value, dict):
-            return Miss(f"{expected}: line {index + 1} is not an object", marks)
+            return Misfit(f"{expected}: line {index + 1} is not an object", marks)
         kind = value.get("type")
         keyed = any(k in value for k in ("sessionId", "uuid", "leafUuid", "messageId"))
         if kind in TALK and isinstance(value.get("message"), dict) and keyed:
@@ -65,7 +65,7 @@ def miss(lines: Lines) -> Miss | None:
         if len(scanned) == 1
         else (f"lines {scanned[0][0] + 1}-{scanned[-1][0] + 1} have")
     )
-    return Miss(
+    return Misfit(
         f'{expected}: {where} no "type": "user" or "assistant" with a "message" and a "sessionId"',
         marks,
     )

@@ -36,7 +36,7 @@ from typing import Any
 
 from proxy.apis.responses_history import DISPATCH_FIELDS, content_parts
 from proxy.errors import LoadError
-from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Reader
 from proxy.replay.content import appended, text_of
 from proxy.replay.trajectory import DISPATCH, Note, dispatch_of
 
@@ -60,11 +60,11 @@ CONTEXT = (  # user messages Codex writes itself (codex-rs: is_contextual_user_m
 )  # fmt: skip
 
 
-def miss(lines: Lines) -> Miss | None:
+def miss(lines: Lines) -> Misfit | None:
     index, first = lines[0]
     expected = "expected a Codex rollout"
     if not isinstance(first, dict):
-        return Miss(f"{expected}: line {index + 1} is not an object")
+        return Misfit(f"{expected}: line {index + 1} is not an object")
     if first.get("type") == "session_meta" and isinstance(first.get("payload"), dict):
         return None
     old = "type" not in first and "id" in first and "timestamp" in first
@@ -72,7 +72,7 @@ def miss(lines: Lines) -> Miss | None:
         return None  # a rollout of Codex before the wrapper
     marks = int(isinstance(first.get("payload"), dict)) + int(first.get("type") in LINE_TYPES)
     where = f'line {index + 1} has no "type": "session_meta" with a "payload"'
-    return Miss(f"{expected}: {where}", marks)
+    return Misfit(f"{expected}: {where}", marks)
 
 
 def _old_line(value: Any) -> bool:

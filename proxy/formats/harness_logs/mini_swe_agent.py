@@ -29,7 +29,7 @@ from typing import Any
 
 from proxy.apis.responses_history import items_to_chat
 from proxy.errors import LoadError
-from proxy.formats.harness_logs.reader import Converted, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Misfit, Reader
 from proxy.replay.trajectory import Note
 
 EXPECTED = (
@@ -40,21 +40,21 @@ CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "reasoning_content
 RESPONSES_KEYS = frozenset({"type", "role", "content", "call_id", "output"})
 
 
-def miss(doc: Any) -> Miss | None:
+def miss(doc: Any) -> Misfit | None:
     if not isinstance(doc, dict):
-        return Miss(f"expected {EXPECTED}: the document is not an object")
+        return Misfit(f"expected {EXPECTED}: the document is not an object")
     fmt = doc.get("trajectory_format")
     info = _object(doc.get("info"))
     # marks only mini has: a plain {"messages": [...]} file counts none
     marks = int(isinstance(fmt, str)) + int("mini_version" in info)
     if not isinstance(doc.get("messages"), list):
-        return Miss(f"expected {EXPECTED}: $.messages is missing", marks)
+        return Misfit(f"expected {EXPECTED}: $.messages is missing", marks)
     if isinstance(fmt, str) and fmt.startswith("mini-swe-agent"):
         return None
     if fmt is None and "exit_status" in info and ("mini_version" in info or "model_stats" in info):
         return None  # 1.x before it wrote trajectory_format
     where = "$.trajectory_format is " + (repr(fmt) if fmt is not None else "missing")
-    return Miss(f"expected {EXPECTED}: {where}", marks)
+    return Misfit(f"expected {EXPECTED}: {where}", marks)
 
 
 def convert(doc: Any, source: str) -> list[Converted]:

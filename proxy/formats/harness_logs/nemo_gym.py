@@ -42,7 +42,7 @@ from proxy.apis.responses_history import (
     items_to_chat,
 )
 from proxy.errors import LoadError
-from proxy.formats.harness_logs.reader import Converted, Lines, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Reader
 from proxy.replay.content import text_of
 
 EXPECTED = (
@@ -52,21 +52,23 @@ EXPECTED = (
 NOT_COMPARED = frozenset({"id", "status", "prompt_token_ids", "generation_token_ids"})
 
 
-def miss(lines: Lines) -> Miss | None:
+def miss(lines: Lines) -> Misfit | None:
     # the first object decides (a broken first line is left out like any other)
     number, first = next(((n, v) for n, v in lines if isinstance(v, dict)), lines[0])
     where = f"line {number + 1}"
     if not isinstance(first, dict):
-        return Miss(f"expected {EXPECTED}: {where} is not an object")
+        return Misfit(f"expected {EXPECTED}: {where} is not an object")
     params = first.get("responses_create_params")
     if params is None and _trajectory_output(first) is not None:
         return None
     if not isinstance(params, dict):
         marks = int(isinstance(first.get("response"), dict))  # a recording has one too
         marks += int(isinstance(first.get("trajectory"), dict))
-        return Miss(f'expected {EXPECTED}: {where} has no "responses_create_params" object', marks)
+        return Misfit(
+            f'expected {EXPECTED}: {where} has no "responses_create_params" object', marks
+        )
     if not isinstance(params.get("input"), list | str):
-        return Miss(f'expected {EXPECTED}: {where}: "responses_create_params" has no "input"', 1)
+        return Misfit(f'expected {EXPECTED}: {where}: "responses_create_params" has no "input"', 1)
     return None
 
 

@@ -21,7 +21,7 @@ import json
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.harness_logs.reader import Converted, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Misfit, Reader
 from proxy.replay.trajectory import Note
 
 INTERRUPTED = "[Tool execution was interrupted]"  # what opencode sends for a call that never ended
@@ -29,20 +29,20 @@ CLEARED = "[Old tool result content cleared]"  # ... and for an output compactio
 BOOKKEEPING = {"step-start", "step-finish", "snapshot", "patch", "retry"}
 
 
-def miss(doc: Any) -> Miss | None:
+def miss(doc: Any) -> Misfit | None:
     expected = 'an opencode session export {"info": {...}, "messages": [{"info", "parts"}]}'
     if not isinstance(doc, dict):
-        return Miss(f"expected {expected}: the document is not an object")
+        return Misfit(f"expected {expected}: the document is not an object")
     marks = int(isinstance(doc.get("info"), dict)) + int(isinstance(doc.get("messages"), list))
     if marks < 2:
         where = "$.info" if not isinstance(doc.get("info"), dict) else "$.messages"
-        return Miss(f"expected {expected}: {where} is missing", marks)
+        return Misfit(f"expected {expected}: {where} is missing", marks)
     messages = doc["messages"]
     first = messages[0] if messages else None
     if first is not None and not (
         isinstance(first, dict) and isinstance(first.get("info"), dict) and "parts" in first
     ):
-        return Miss(f'expected {expected}: $.messages[0] has no "info" and "parts"', marks)
+        return Misfit(f'expected {expected}: $.messages[0] has no "info" and "parts"', marks)
     return None
 
 

@@ -31,7 +31,7 @@ import json
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.harness_logs.reader import Converted, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Misfit, Reader
 from proxy.replay.trajectory import Note
 
 SDK_TOOL_RESULTS = {"ObservationEvent", "AgentErrorEvent", "UserRejectObservation"}
@@ -46,21 +46,21 @@ SDK_KINDS |= SDK_BOOKKEEPING | SDK_CONDENSER
 SDK_ERROR_HEADER = "[An error occurred during execution.]\n"  # Observation.ERROR_MESSAGE_HEADER
 
 
-def miss(doc: Any) -> Miss | None:
+def miss(doc: Any) -> Misfit | None:
     expected = "a JSON list of OpenHands events (SDK events, or V0 actions and observations)"
     if not isinstance(doc, list):
-        return Miss(f"expected {expected}: the document is not a list")
+        return Misfit(f"expected {expected}: the document is not a list")
     first = doc[0] if doc else None
     if not isinstance(first, dict):
-        return Miss(f"expected {expected}: $[0] is not an object")
+        return Misfit(f"expected {expected}: $[0] is not an object")
     kind = first.get("kind")
     v0 = isinstance(first.get("action"), str) or isinstance(first.get("observation"), str)
     if kind in SDK_KINDS or v0:
         return None
     if isinstance(kind, str):
-        return Miss(f"expected {expected}: $[0].kind {kind!r} is not an SDK event kind", 1)
+        return Misfit(f"expected {expected}: $[0].kind {kind!r} is not an SDK event kind", 1)
     marks = int("source" in first and ("timestamp" in first or "id" in first))
-    return Miss(f'expected {expected}: $[0] has no "kind", "action" or "observation"', marks)
+    return Misfit(f'expected {expected}: $[0] has no "kind", "action" or "observation"', marks)
 
 
 def convert(doc: Any, source: str) -> list[Converted]:

@@ -35,7 +35,7 @@ class Converted:
 
 
 @dataclass(frozen=True, slots=True)
-class Miss:
+class Misfit:
     """Why a file is not of a format, and how close it came (the count of the format's marks it
     has: 0 for none). The closest format's reason is the one an unknown file's error leads with."""
 
@@ -47,5 +47,5 @@ class Miss:
 class Reader:
     name: str  # as `check` and `convert` report it, e.g. "claude-code"
     lines: bool  # True: JSONL; False: one JSON document
-    miss: Callable[[Any], Miss | None]  # None: the file is of this format
+    miss: Callable[[Any], Misfit | None]  # None: the file is of this format
     convert: Callable[[Any, str], list[Converted]]  # (doc or lines, source); raises LoadError

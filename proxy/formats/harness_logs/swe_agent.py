@@ -22,16 +22,16 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.harness_logs.reader import Converted, Miss, Reader
+from proxy.formats.harness_logs.reader import Converted, Misfit, Reader
 from proxy.replay.trajectory import Note
 
 EXPECTED = 'a SWE-agent trajectory {"history": [...], "trajectory": [...], "info": {...}}'
 MARKS = ("agent", "message_type")  # what every SWE-agent history item has, and chat messages lack
 
 
-def miss(doc: Any) -> Miss | None:
+def miss(doc: Any) -> Misfit | None:
     if not isinstance(doc, dict):
-        return Miss(f"expected {EXPECTED}: the document is not an object")
+        return Misfit(f"expected {EXPECTED}: the document is not an object")
     marks = sum(  # not "info": mini-swe-agent's and opencode's files have one too
         (
             isinstance(doc.get("history"), list),
@@ -42,10 +42,10 @@ def miss(doc: Any) -> Miss | None:
     )
     history = _history(doc)
     if history is None:
-        return Miss(f"expected {EXPECTED}: $.history is missing", marks)
+        return Misfit(f"expected {EXPECTED}: $.history is missing", marks)
     first = history[0] if history else None
     if not (isinstance(first, dict) and any(key in first for key in MARKS)):
-        return Miss(
+        return Misfit(
             f'expected {EXPECTED}: $.history[0] has no "agent" or "message_type"', max(marks, 1)
         )
     return None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.replay.presets import BY_NAME, PRESETS, recognise
+from proxy.replay.presets import PRESET_BY_NAME, PRESETS, recognise
 from proxy.replay.strict import StrictReplay
 from proxy.replay.trajectory import Recorded, Trajectory
 from proxy.replay.volatile import judge
@@ -75,7 +75,7 @@ def test_the_two_runs_agree_on_the_preset_alone(name: str, tmp_path: Path) -> No
 
 
 def test_a_value_the_harness_states_is_masked_wherever_it_appears() -> None:
-    preset = BY_NAME["codex"]
+    preset = PRESET_BY_NAME["codex"]
 
     def body(cwd: str) -> dict[str, object]:
         return {
@@ -99,7 +99,7 @@ def test_a_value_the_harness_states_is_masked_wherever_it_appears() -> None:
 def test_claude_codes_memory_folder_is_masked_in_either_versions_wording(wording: str) -> None:
     """2.1.197 says "file-based memory at", 2.1.332 "file-based memory system at": the folder
     (its config folder's projects/<the project path, dashed>/memory/) differs per checkout."""
-    preset = BY_NAME["claude-code"]
+    preset = PRESET_BY_NAME["claude-code"]
 
     def body(home: str, project: str) -> dict[str, object]:
         folder = f"{home}/.claude/projects/{project.replace('/', '-')}/memory/"
@@ -127,7 +127,7 @@ def test_codex_on_another_day_and_in_another_time_zone(tmp_path: Path) -> None:
         .replace("<timezone>Etc/UTC", "<timezone>Europe/Paris")
     )
     assert later != y.request
-    assert StrictReplay(()).compare(x, later, BY_NAME["codex"]) is None
+    assert StrictReplay(()).compare(x, later, PRESET_BY_NAME["codex"]) is None
 
 
 @pytest.mark.parametrize("name", ["claude", "codex", "gemini", "opencode"])
@@ -181,7 +181,7 @@ def test_in_strict_mode_a_follow_up_is_compared_with_the_presets_masks() -> None
     conv = APIS["chat"].parse({"messages": later, "tools": tools})  # follow-ups, not observations
     rules = Rules(strict=StrictReplay(()))
     assert isinstance(decide(conv, script, rules=rules, body={}), Diverged)
-    decision = decide(conv, script, rules=rules, body={}, preset=BY_NAME["claude-code"])
+    decision = decide(conv, script, rules=rules, body={}, preset=PRESET_BY_NAME["claude-code"])
     assert isinstance(decision, Scripted) and decision.turn.number == 2
 
 
@@ -216,7 +216,7 @@ def test_in_resume_mode_a_tool_result_is_compared_with_the_presets_masks() -> No
     def decided(text: str, preset: str | None) -> Scripted:
         now = [*recorded[:2], {**recorded[2], "content": output("77d0e4", "0.0031", text)}]
         conv = APIS["chat"].parse({"messages": now, "tools": tools})
-        decision = decide(conv, script, preset=BY_NAME[preset] if preset else None)
+        decision = decide(conv, script, preset=PRESET_BY_NAME[preset] if preset else None)
         assert isinstance(decision, Scripted) and decision.turn.number == 2
         return decision
 
@@ -257,7 +257,7 @@ def test_in_resume_mode_a_value_an_output_states_is_masked_by_each_outputs_own()
     def observed(text: str) -> object:
         now = [*recorded[:3], {**recorded[3], "content": output("/work/b/repo", text)}]
         conv = APIS["chat"].parse({"messages": now, "tools": tools})
-        decision = decide(conv, script, preset=BY_NAME["openhands"])
+        decision = decide(conv, script, preset=PRESET_BY_NAME["openhands"])
         assert isinstance(decision, Scripted)
         return decision.observations.divergence
 
@@ -315,7 +315,7 @@ def test_gemini_clis_skills_in_another_order_are_the_same_request() -> None:
     either order (seen under load in CI). Another skill, or other text in the list, still
     differs."""
     strict = StrictReplay(())
-    preset = BY_NAME["gemini-cli"]
+    preset = PRESET_BY_NAME["gemini-cli"]
     recorded = Recorded(0, "gemini", "main", "POST", "/v1beta/models/m:streamGenerateContent",
                         _gemini(_skills("antigravity-support", "skill-creator")), 200, True,
                         "text/event-stream", b"")  # fmt: skip

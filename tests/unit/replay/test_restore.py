@@ -8,7 +8,7 @@ from typing import Any
 
 from proxy.replay.engine import Forward, Scripted, decide
 from proxy.replay.normalize import normalize
-from proxy.replay.presets import BY_NAME
+from proxy.replay.presets import PRESET_BY_NAME
 from proxy.replay.restore import (
     RESTART_ONLY,
     RESTORED,
@@ -88,7 +88,7 @@ def test_a_faithful_history_checks_through_the_held_turns() -> None:
 
 def test_claude_codes_agent_result_differs_between_runs_only_in_its_per_run_values() -> None:
     """An Agent tool's result names the child's id and what it cost: new on every run."""
-    claude = BY_NAME["claude-code"]
+    claude = PRESET_BY_NAME["claude-code"]
     one = (
         "agentId: a9aeb050a6110cc3d (use SendMessage with to: 'a9aeb050a6110cc3d', summary: "
         "'<5-10 word recap>' to continue this agent)\n<usage>subagent_tokens: 12\ntool_uses: 1\n"

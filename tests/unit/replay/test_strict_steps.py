@@ -14,7 +14,7 @@ import pytest
 from proxy.formats.recording import held_once
 from proxy.replay import presets
 from proxy.replay.normalize import compile_masks, normalize, normalize_body, seen_since
-from proxy.replay.presets import BY_NAME, recognise
+from proxy.replay.presets import PRESET_BY_NAME, recognise
 from proxy.replay.strict import StrictReplay
 from proxy.replay.trajectory import Recorded
 from tests.helpers.recordings import HARNESSES, pair
@@ -215,7 +215,7 @@ def test_a_presets_values_are_searched_in_new_items_only_and_found_as_from_scrat
     """OpenHands states its working directory in a tool result, so the value may first come late;
     each step's masks from what the step before left equal those found from scratch, also when
     an earlier item changes its value or a new one comes before it."""
-    preset = BY_NAME["openhands"]
+    preset = PRESET_BY_NAME["openhands"]
 
     def result(k: int, folder: str | None) -> dict[str, Any]:
         where = f"\n[Current working directory: {folder}]" if folder else ""

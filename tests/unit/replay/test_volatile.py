@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from proxy.replay.presets import BY_NAME
+from proxy.replay.presets import PRESET_BY_NAME
 from proxy.replay.volatile import CHANGED, DIFFERENCES, KINDS, VOLATILE, WINDOW, judge
 
 
@@ -47,7 +47,7 @@ def test_a_preset_mask_is_named_before_a_general_kind() -> None:
     verdict = judge(
         "Chunk ID: 4ff7a9\nWall time: 0.0000 seconds",
         "Chunk ID: 81e94c\nWall time: 0.0120 seconds",
-        preset=BY_NAME["codex"],
+        preset=PRESET_BY_NAME["codex"],
     )
     assert [k.name for k in verdict.masks] == [
         "the output chunk id (Codex CLI)",
@@ -197,9 +197,9 @@ def test_nothing_inside_a_tool_call_is_volatile(shape: Any) -> None:
 
 def test_the_verdict_uses_the_requests_own_presets_masks_only() -> None:
     recorded, received = "Process Group PGID: 4813", "Process Group PGID: 4854"
-    assert judge(recorded, received, preset=BY_NAME["gemini-cli"]).verdict == VOLATILE
+    assert judge(recorded, received, preset=PRESET_BY_NAME["gemini-cli"]).verdict == VOLATILE
     # another harness's masks say nothing about this request's words
-    assert judge(recorded, received, preset=BY_NAME["claude-code"]).verdict == CHANGED
+    assert judge(recorded, received, preset=PRESET_BY_NAME["claude-code"]).verdict == CHANGED
     assert judge(recorded, received).verdict == CHANGED
 
 
@@ -243,7 +243,7 @@ def test_a_presets_header_mask_covers_its_value_and_not_the_text_after_it(
 
     path = "/v1/chat/completions"
     old = Recorded(0, "chat", "main", "POST", path, body(recorded), 200, False, "", b"")
-    strict, harness = StrictReplay(()), BY_NAME[preset]
+    strict, harness = StrictReplay(()), PRESET_BY_NAME[preset]
     assert strict.compare(old, body(later), harness) is None  # the value is masked
     difference = strict.compare(old, body(changed), harness)
     assert difference is not None and "delete the production" in difference.actual
@@ -292,9 +292,9 @@ def test_a_divergence_names_its_masks_as_flags_a_shell_reads_back() -> None:
 
     from proxy.replay.difference import Difference
     from proxy.replay.engine import Divergence
-    from proxy.replay.volatile import Kind, Verdict
+    from proxy.replay.volatile import ValueKind, Verdict
 
-    date = Kind("today's date", re.compile(r"(?P<keep>Today's date is )\d{4}-\d\d-\d\d"))
+    date = ValueKind("today's date", re.compile(r"(?P<keep>Today's date is )\d{4}-\d\d-\d\d"))
     verdict = Verdict(VOLATILE, (date, KINDS[1]))
     said = Divergence(1, "it differs", Difference("p", '"a"', '"b"'), "request", verdict).describe()
     flags = said[said.index("[volatile: ") + len("[volatile: ") : said.index(" would cover it]")]
