@@ -15,7 +15,7 @@ import pytest
 from proxy.apis import CHAT
 from proxy.errors import BadRequest
 from proxy.recording.recorder import REDACTED, Exchange, Recorder
-from proxy.recording.tap import Reader, Tap, client_secrets
+from proxy.recording.tap import ReadAnswer, Tap, client_secrets
 from proxy.upstream import Captured
 
 CLIENT_KEY = "sk-client-0123456789abcdef"
@@ -54,7 +54,7 @@ def recorder(tmp_path: Path) -> Iterator[Recorder]:
     made.close()
 
 
-def tap(recorder: Recorder, source: str = "upstream", reader: Reader | None = None) -> Tap:
+def tap(recorder: Recorder, source: str = "upstream", reader: ReadAnswer | None = None) -> Tap:
     x = Exchange(
         session="ses_1",
         lane="main",
