@@ -24,7 +24,6 @@ from starlette.types import Receive, Scope, Send
 from proxy.errors import PROXY_HEADERS
 
 SSE = b"text/event-stream; charset=utf-8"
-JSON = b"application/json"
 
 # sse-starlette cuts every open stream at SIGTERM by default. A scripted stream lasts
 # milliseconds, and one cut short would end an agent's turn as if it were whole: the server's

@@ -22,13 +22,12 @@ from proxy.apis.chat import chat_message
 from proxy.errors import (
     Fenced,
     InjectedFault,
-    NotFound,
     ProxyError,
     error_response,
 )
 from proxy.http import handoff, relay
-from proxy.http.answers import JSON, own_headers, rendered
-from proxy.http.diverged import count, diverged
+from proxy.http.answers import own_headers, rendered
+from proxy.http.diverged import count
 from proxy.http.faulted import fault_error, faulted
 from proxy.http.incoming import Incoming
 from proxy.http.inflight import InFlight
@@ -43,24 +42,18 @@ from proxy.replay.engine import (
     Forward,
     ForwardReason,
     Scripted,
-    Stop,
     decide,
 )
-from proxy.replay.faults import Fault, Kind
+from proxy.replay.faults import Fault
 from proxy.replay.presets import recognise
 from proxy.replay.text_based import belongs
-from proxy.replay.trajectory import Trajectory, Turn
-from proxy.replay.usage import stable_time, usage_for
+from proxy.replay.trajectory import Trajectory
 from proxy.runtime import Runtime
+from proxy.serving import Answer, FaultError, Refused, Source, outcome, reads_preset
 from proxy.sessions.registry import Binding
 
 log = logging.getLogger("proxy.requests")
 T = TypeVar("T")
-
-STOP_TEXT = (
-    "[replay-proxy] The script is complete: all {total} scripted turns were served, and "
-    "--after-script stop ends the run here instead of going live."
-)
 
 
 async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
@@ -83,7 +76,9 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
     parent = lineage.parent if lineage is not None else None
     lane = conv.lane(subagent=lineage is not None)
     preset = None
-    if runtime.wants_preset(results=results):
+    recording = runtime.recorder is not None
+    presets = runtime.settings.presets
+    if reads_preset(presets=presets, strict=runtime.strict, recording=recording, results=results):
         preset = seen.preset if seen is not None else recognise(body, agent)
     binding = None
     if lane is Lane.TOOLLESS:  # a side call, unless it is a text-based script's conversation
@@ -150,7 +145,7 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
                 await runtime.sessions.record_error(root, lane, error.message)
                 raise
             if response is not None:
-                call.done("recorded", "-", response.status_code)
+                call.done(Source.RECORDED, "-", response.status_code)
                 return response
         state = (
             await runtime.sessions.record(
@@ -266,9 +261,14 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             decision.volatile.describe(),
         )
 
-    if isinstance(decision, Diverged):
+    result = outcome(
+        decision, api=call.api, conv=conv, body=call.body, size=len(call.raw), script=script,
+        fault=fault, strict=runtime.strict, session=call.session, lane=str(call.lane),
+        preset=call.preset,
+    )  # fmt: skip
+    if isinstance(result, Refused) and not result.raised:
+        assert isinstance(decision, Diverged)
         count(runtime, decision.divergence)
-        error = diverged(call.session, script, decision, call.preset, str(call.lane))
         log.warning(
             "session=%s diverged at step %s of %s: %s",
             call.session,
@@ -276,29 +276,25 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
             decision.total,
             decision.divergence.describe(),
         )
-        call.done("diverged", f"{decision.divergence.turn}/{decision.total}", error.status)
+        call.done(result.source, result.label, result.error.status)
         if call.tap is not None:
-            await call.tap.error(error)
+            await call.tap.error(result.error)
         # answered here, not raised: front.answer_error would count it a second time, as an error
-        return error_response(error, shape=call.api.error_body)
-    if isinstance(decision, Scripted | Stop):
-        if fault is not None and fault.kind.status is not None and isinstance(decision, Scripted):
-            label = f"{decision.turn.number}/{decision.total}"
-            return await _fault_error(call, fault, label)  # instead of the turn
-        return _answer(call, decision, script, fault)
+        return error_response(result.error, shape=call.api.error_body)
+    if isinstance(result, FaultError):
+        return await _fault_error(call, result.fault, result.label)  # instead of the turn
+    if isinstance(result, Answer):
+        return _answer(call, result)
     assert isinstance(decision, Forward)
     if decision.divergence is not None:
         count(runtime, decision.divergence)
-    if refused:
+    if isinstance(result, Refused):
         log.warning(
             "session=%s refused: strict replay has no recording for it (%s)",
             call.session,
             decision.reason,
         )
-        raise NotFound(
-            f"strict replay: session {call.session} has no recording to replay (--mode strict never "
-            "forwards upstream); bind one with x-replay-trajectory, by its task, or the admin API"
-        )
+        raise result.error
     # a root's live call is told its cut (a child lane's is its root's business: above)
     live_root = call.root is None and decision.reason is not ForwardReason.NO_SCRIPT
     if state.restore is not None and live_root:
@@ -358,7 +354,7 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
             else orjson.Fragment(call.history or b"null"),
         )
     if tap is not None:
-        tap.exchange.source = "upstream"
+        tap.exchange.source = Source.UPSTREAM
         tap.exchange.upstream = call.upstream()
     try:
         response = await relay.send(
@@ -378,70 +374,42 @@ async def _forward(call: InFlight, prefix: int | None, reason: str) -> Response:
         # the status says it was not answered
         await call.runtime.sessions.record_error(call.session, call.lane, error.message)
         raise
-    call.done("upstream", reason, response.status_code)
+    call.done(Source.UPSTREAM, reason, response.status_code)
     return response
 
 
-def _answer(
-    call: InFlight, decision: Scripted | Stop, script: Trajectory | None, fault: Fault | None
-) -> Response:
-    conv, api = call.conv, call.api
-    if isinstance(decision, Stop):
-        turn = Turn(decision.total + 1, -1, STOP_TEXT.format(total=decision.total), None, ())
-        label, source = "stop", "stop"
-    else:
-        turn = decision.turn
-        label, source = f"{turn.number}/{decision.total}", "scripted"
-    served = f"replay-{script.digest[:12] if script else 'none'}"
-    key = f"{served}-{turn.number}"
-    # the usage as recorded (else estimated), and a time that is the same on every replay
-    created = turn.created or stable_time(served, turn.number)
-    turn = turn.served(usage_for(turn, len(call.raw)), created)
-    headers = own_headers(call.headers, source.encode(), (b"x-replay-turn", label.encode()))
+def _answer(call: InFlight, answer: Answer) -> Response:
+    """The rendered turn as bytes, with the headers that say what it is, shaped by its fault."""
+    label, fault, parts = answer.label, answer.fault, answer.parts
+    headers = own_headers(call.headers, answer.source.encode(), (b"x-replay-turn", label.encode()))
     if fault is not None:
         _injected(call, fault, label)
         headers.append((b"x-replay-fault", fault.label.encode()))
-    recorded = turn.recorded
-    if recorded is not None and (recorded.stream, recorded.status, recorded.api) == (
-        conv.stream,
-        200,
-        api.name,
-    ):
-        parts = [recorded.body]  # strict replay of a recording: the answer exactly as recorded
-        content_type = recorded.content_type.encode()
-    elif conv.stream:
-        parts = api.stream(turn, conv, call.body, key)
-        content_type = api.framing.content_type
-    else:
-        parts = [api.whole(turn, conv, call.body, key)]
-        content_type = JSON
-    cut = fault is not None and fault.kind is Kind.DROP
-    call.done("fault" if cut else source, label, 200)
+    call.done(Source.FAULT if answer.cut else answer.source, label, 200)
     on_complete = None
     tap = call.tap
-    if tap is not None and cut:
+    if tap is not None and answer.cut:
         error = InjectedFault(200, f"fault injected at turn {label}: drop")
 
         async def on_complete() -> None:  # when the cut is made: recorded as the fault it is
-            await tap.error(error, "fault")
+            await tap.error(error, Source.FAULT)
 
     elif tap is not None:
-        tap.exchange.source = "scripted"
-        message = chat_message(turn)
+        tap.exchange.source = Source.SCRIPTED
+        message = chat_message(answer.turn)
+        stream = call.conv.stream
 
         async def on_complete() -> None:
-            await tap.rendered(parts, stream=conv.stream, message=message, turn=label)
+            await tap.rendered(parts, stream=stream, message=message, turn=label)
 
-    # a stream's parts are SSE events until here (a fault cuts them as events); a recorded
-    # stream is kept as its SSE events too, whatever its wire was
-    framing = api.framing if conv.stream else None
-    if fault is not None:
+    if fault is not None:  # a stream is cut as SSE events, then framed
         return faulted(
-            fault, parts, headers, content_type=content_type, on_complete=on_complete,
-            call_event=api.call_event, framing=framing,
+            fault, parts, headers, content_type=answer.content_type, on_complete=on_complete,
+            call_event=call.api.call_event, framing=answer.framing,
         )  # fmt: skip
-    wire = parts if framing is None else framing.out(parts)
-    return rendered(wire, headers, content_type=content_type, on_complete=on_complete)
+    return rendered(
+        answer.wire(), headers, content_type=answer.content_type, on_complete=on_complete
+    )
 
 
 def _injected(call: InFlight, fault: Fault, label: str) -> None:
@@ -453,14 +421,14 @@ async def _fault_error(call: InFlight, fault: Fault, label: str) -> Response:
     """429, 500 or 503 instead of the turn: the harness retries, and gets the same turn."""
     headers = [
         *call.headers,
-        (b"x-replay-source", b"fault"),
+        (b"x-replay-source", Source.FAULT.encode()),
         (b"x-replay-turn", label.encode()),
         (b"x-replay-fault", fault.label.encode()),
     ]
     _injected(call, fault, label)
     where = f"turn {label} of session {call.session}"
     response, error = fault_error(fault, api=call.api, where=where, headers=headers)
-    call.done("fault", label, error.status)
+    call.done(Source.FAULT, label, error.status)
     if call.tap is not None:
-        await call.tap.error(error, "fault")
+        await call.tap.error(error, Source.FAULT)
     return response

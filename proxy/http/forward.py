@@ -15,11 +15,13 @@ from starlette.responses import Response
 from proxy.apis import Api
 from proxy.http import relay
 from proxy.http.incoming import Incoming
+from proxy.http.inflight import answered
 from proxy.http.recorded import answer_recorded
 from proxy.http.relay import OTHER
 from proxy.nesting import too_deep
 from proxy.replay.conversation import Lane, session_header
 from proxy.runtime import Runtime
+from proxy.serving import Source
 from proxy.upstream.dialect import PLAIN
 
 LANE = Lane.OTHER.value
@@ -56,11 +58,11 @@ async def forward(request: Incoming, runtime: Runtime, *, api: Api | None) -> Re
         perf_start=started,
     )
     if runtime.strict:
-        answered = await answer_recorded(request, runtime, session, LANE, body, [], tap)
-        assert answered is not None  # strict mode: the recorded answer, or an error raised
-        response, source = answered, "recorded"
+        recorded = await answer_recorded(request, runtime, session, LANE, body, [], tap)
+        assert recorded is not None  # strict mode: the recorded answer, or an error raised
+        response, source = recorded, Source.RECORDED
     else:
-        source = "upstream"
+        source = Source.UPSTREAM
         if tap is not None:
             tap.exchange.source = source
             tap.exchange.upstream = upstream
@@ -76,7 +78,7 @@ async def forward(request: Incoming, runtime: Runtime, *, api: Api | None) -> Re
             dialect=api.upstream if api is not None else PLAIN,
         )
     turn = f"{request.method} {request.path}"
-    runtime.answered(OTHER, session, LANE, source, turn, response.status_code, started)
+    answered(runtime, OTHER, session, LANE, source, turn, response.status_code, started)
     return response
 
 

@@ -3,12 +3,14 @@ know about it."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from proxy.apis import Api
 from proxy.http.incoming import Incoming
 from proxy.lineage import Lineage
+from proxy.log_format import request_line
 from proxy.offload import Request
 from proxy.recording.tap import Tap
 from proxy.replay.conversation import Conversation, Lane
@@ -67,6 +69,23 @@ class InFlight:
         return upstream.where(self.values)
 
     def done(self, source: str, turn: str, status: int) -> None:
-        self.runtime.answered(
-            self.api.name, self.session, self.lane, source, turn, status, self.started
+        answered(
+            self.runtime, self.api.name, self.session, self.lane, source, turn, status, self.started
         )
+
+
+def answered(
+    runtime: Runtime,
+    api: str,
+    session: str,
+    lane: str,
+    source: str,
+    turn: str,
+    status: int,
+    started: float,
+) -> None:
+    """What a request got, in the request log and the metrics (errors the front answers are
+    counted by front.answer_error)."""
+    ms = (time.perf_counter() - started) * 1000
+    request_line(api, session, lane, source, turn, status, ms)
+    runtime.metrics.answered(api, lane, source, status)

@@ -21,6 +21,7 @@ from proxy.replay.presets import Preset
 from proxy.replay.strict import Miss
 from proxy.replay.trajectory import Trajectory
 from proxy.runtime import Runtime
+from proxy.serving import Source
 
 log = logging.getLogger("proxy.requests")
 
@@ -64,11 +65,11 @@ async def answer_recorded(
         if taken is not None:
             recorded = script.side[matches[keys.index(taken)]]
             ref = f"{script.source}:{recorded.index + 1}"
-            headers = own_headers(headers, b"recorded")
+            headers = own_headers(headers, Source.RECORDED.encode())
             log.debug("session=%s lane=%s answered from %s", session, lane, ref)
             on_complete = None
             if tap is not None:
-                tap.exchange.source = "strict"
+                tap.exchange.source = Source.STRICT
                 on_complete = functools.partial(tap.replayed, recorded, ref)
             framing = BY_NAME[recorded.api].framing if recorded.api in BY_NAME else None
             return rendered(

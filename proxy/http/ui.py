@@ -26,6 +26,7 @@ from proxy.errors import BadRequest, Unauthorized
 from proxy.http.admin import ADMIN_COOKIE, require_token, token_matches
 from proxy.http.body import read_body
 from proxy.runtime import Runtime
+from proxy.serving import Source
 from proxy.sessions.status import iso, phase
 from proxy.store.state import Event, SessionState
 
@@ -35,15 +36,15 @@ root = APIRouter()
 SHOWN_SESSIONS = 100  # a page
 TIMELINE = 40  # events per session
 REFRESH_SECONDS = 2
-COLORS = {
-    "scripted": "#2e7d32",
-    "upstream": "#1565c0",
-    "recorded": "#00838f",
-    "stop": "#6a1b9a",
-    "diverged": "#c62828",
-    "error": "#4e342e",
-    "refused": "#ad1457",
-    "fault": "#ef6c00",
+COLORS: dict[str, str] = {
+    Source.SCRIPTED: "#2e7d32",
+    Source.UPSTREAM: "#1565c0",
+    Source.RECORDED: "#00838f",
+    Source.STOP: "#6a1b9a",
+    Source.DIVERGED: "#c62828",
+    Source.ERROR: "#4e342e",
+    Source.REFUSED: "#ad1457",
+    Source.FAULT: "#ef6c00",
 }
 PHASES = ("replaying", "served", "stopped", "live", "diverged", "unscripted")
 

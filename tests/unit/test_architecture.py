@@ -34,9 +34,13 @@ def test_every_folder_is_named_on_the_architecture_page() -> None:
 
 
 def test_the_runtime_holds_and_imports_nothing_from_http() -> None:
-    """Runtime is a holder of the running proxy's parts; request logic lives in http/."""
+    """Runtime is a holder of the running proxy's parts: what a request gets is decided in
+    serving/, and its I/O is done in http/; the runtime has no method of its own."""
     source = (ROOT / "proxy" / "runtime.py").read_text()
     assert "proxy.http" not in source
+    [holder] = [n for n in ast.parse(source).body if isinstance(n, ast.ClassDef)]
+    methods = [n.name for n in holder.body if isinstance(n, ast.FunctionDef)]
+    assert methods == ["strict"], methods  # a property: which mode the rules are in
 
 
 # each part of proxy/ and its layer: a module imports only from layers below its own (and its own
@@ -59,6 +63,7 @@ LAYERS: dict[str, int] = {
     "config": 2,
     "metrics": 2,
     "flags": 3,
+    "serving": 3,
     "formats": 3,
     "sessions": 4,
     "recording": 5,
