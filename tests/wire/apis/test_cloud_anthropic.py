@@ -6,6 +6,7 @@ recording. Each is one module and one row in proxy.apis."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -192,8 +193,6 @@ def test_bedrock_frames_read_by_botocore_and_back() -> None:
     assert [m.headers for m in read] == [
         {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
     ] * 3
-    import base64
-
     decoded = [base64.b64decode(json.loads(m.payload)["bytes"]) for m in read]
     assert decoded == [e.split(b"data: ", 1)[1].rstrip(b"\n") for e in events]
     assert unframe(wire) == b"".join(events)
@@ -208,3 +207,44 @@ def test_bedrock_frames_read_by_botocore_and_back() -> None:
     assert json.loads(unframe(error).split(b"data: ")[1]) == {
         "type": "error", "error": {"type": "throttlingException", "message": "slow down"}
     }  # fmt: skip
+
+
+def test_faults_on_a_bedrock_stream_are_cut_and_stalled_as_frames(
+    proxy: ProxyFactory, write_trajectory: Callable[..., Path]
+) -> None:
+    """A fault cuts a stream's events, then frames what is kept: a drop leaves whole frames that
+    botocore reads, none of them the tool call; a stall sends the first frame, then the rest; a
+    429 comes in Bedrock's error shape."""
+    script = write_trajectory(RECORDED)
+    body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 64, "system": "You are terse.",
+            "messages": [{"role": "user", "content": TASK}], "tools": [BASH_ANTHROPIC]}  # fmt: skip
+    path = f"/model/{BEDROCK_MODEL}/invoke-with-response-stream"
+    for fault in ("1:drop", "1:stall:0.05", "1:429:0.01"):
+        with proxy(trajectory=[script], fault=[fault]) as url:
+            base = url.removesuffix("/v1")
+            headers = {"x-session-affinity": f"f-{fault}"}
+            with httpx.stream("POST", base + path, json=body, headers=headers, timeout=30) as r:
+                status, got = r.status_code, r.headers
+                raw = b""
+                try:
+                    for piece in r.iter_raw():
+                        raw += piece
+                except httpx.RemoteProtocolError:
+                    pass  # the cut: the connection closes before the body's end
+        assert got["x-replay-fault"].startswith(fault.split(":")[1]), fault
+        if fault == "1:429:0.01":
+            assert status == 429 and set(json.loads(raw)) == {"message"}
+            continue
+        assert got["content-type"] == "application/vnd.amazon.eventstream"
+        buffer = EventStreamBuffer()
+        buffer.add_data(raw)
+        events = [json.loads(base64.b64decode(json.loads(m.payload)["bytes"])) for m in buffer]
+        kinds = [e["type"] for e in events]
+        if fault == "1:drop":
+            assert kinds and "message_stop" not in kinds
+            assert not any(e.get("content_block", {}).get("type") == "tool_use" for e in events)
+        else:  # stalled, then whole
+            assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+            tools = [e["content_block"]["id"] for e in events if e["type"] == "content_block_start"
+                     and e["content_block"]["type"] == "tool_use"]  # fmt: skip
+            assert tools == ["call_L1", "call_L2"]
