@@ -14,6 +14,7 @@ proxy learns about an API: a new API is a module and a row.
     *_history.py   a conversation in the API's shape as chat messages (recordings, trajectory files)
     readback.py    an answer read back from the wire (recordings, dumps), SSE split into events
     request.py     what every request body must have before the decision reads it
+    responses_socket.py  a Responses WebSocket frame read as a request body, and the proxy's own
 
 Each API module is pure: a body in, a Conversation out; a Turn in, bytes out.
 """

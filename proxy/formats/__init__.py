@@ -6,6 +6,8 @@
                     API's proxy.apis.*_history)
     recording.py    what --record-dir writes, read back as a script of recorded answers
     convert.py      a trajectory written back as chat JSON (`replay-proxy convert`)
+    rollout.py      a trajectory as one NeMo-Gym rollout line (`convert --to nemo-gym`)
+    children.py     the subagents a run spawned, from the transcripts kept beside its log
     harness_logs/   the logs other harnesses and RL frameworks write, a reader each
 
 This package hands on the names callers load with; the work is in its modules.

@@ -5,6 +5,8 @@
     children.py  which recorded child a live subagent replays, and the lane it replays in
     verdict.py   what the requests showed of the workspace, and the restore verdict settled from it
     status.py    a session's status report: served, skipped, dropped, diverged, returned
+    cache.py     parsed trajectories kept for reuse, bounded by their files' bytes
+    expiry.py    sessions idle for --session-ttl forgotten, by a sweep of each worker
 
 The state itself lives in a store (proxy.store): memory, SQLite or Redis.
 """

@@ -6,6 +6,7 @@
     passthrough.py  PassThrough: the answer sent on as it arrives; a bounded copy to record
     pool.py         aiohttp's connection pool, TLS trust and forward proxy from the environment
     socket.py       Link: a client socket's live turns on a WebSocket to the upstream
+    template.py     an upstream per session: {session} and {trajectory} filled in
 
 The HTTP client is aiohttp's, chosen by measurement over httpx (with its own transport and with
 httpx-aiohttp's): see the performance page of the docs.

@@ -14,6 +14,7 @@ line or item index, never a guess (one bad rollout of several is `refused`, the 
     swe_agent.py        SWE-agent `.traj` files
     mini_swe_agent.py   mini-swe-agent `.traj.json` files
     nemo_gym.py         NeMo-Gym rollouts, one per JSONL line (READER), or one file (SINGLE)
+    reader.py           the contract each of them fills: Reader, Misfit, Converted
 
 Which reader a file gets, and in what order they are tried, is proxy.formats.loading's.
 """
