@@ -72,6 +72,7 @@ LAYERS: dict[str, int] = {
     "app": 8,
     "serve": 9,
     "testing": 9,
+    "commands": 9,
     "cli": 10,
     "__main__": 11,
 }

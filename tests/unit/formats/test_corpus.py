@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from proxy.cli import misread
+from proxy.commands.check import misread
 from proxy.errors import LoadError
 from proxy.formats import load_all
 from tests.conftest import ROOT

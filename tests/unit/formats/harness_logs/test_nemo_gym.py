@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from proxy.cli import check
+from proxy.commands.check import check
 from proxy.errors import LoadError
 from proxy.formats import read_with
 from proxy.formats.harness_logs.nemo_gym import READER, SINGLE

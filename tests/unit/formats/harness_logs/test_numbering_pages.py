@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from proxy.cli import describe
+from proxy.commands.check import describe
 from proxy.errors import LoadError
 from proxy.formats.harness_logs import Reader, claude_code, codex
 from tests.conftest import ROOT
