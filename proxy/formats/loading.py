@@ -16,7 +16,8 @@ The formats:
 - "recording":       what --record-dir writes: one exchange per line (see formats/recording.py)
 
 - the harnesses' own logs, each a Reader (harness_logs/reader.py) in its own module of
-  harness_logs/, tried before the generic shapes above, in the order of READERS: a file of several
+  harness_logs/, tried before the generic shapes above, in the order of their table (READERS, in
+  harness_logs/__init__.py): a file of several
   trajectories (NeMo-Gym rollouts) gives one per line.
 
 A directory is read as an event store (OpenHands SDK): its `events/*.json` (or `*.json`) files in
@@ -42,19 +43,7 @@ from proxy.apis import APIS, Api
 from proxy.errors import LoadError
 from proxy.formats.chat import trajectory_from_messages
 from proxy.formats.children import with_children
-from proxy.formats.harness_logs import (
-    Converted,
-    Lines,
-    Misfit,
-    Reader,
-    claude_code,
-    codex,
-    mini_swe_agent,
-    nemo_gym,
-    opencode,
-    openhands,
-    swe_agent,
-)
+from proxy.formats.harness_logs import READERS, Converted, Lines, Misfit, Reader
 from proxy.formats.recording import is_recording, trajectory_from_recording
 from proxy.names import inside
 from proxy.nesting import TOO_DEEP, too_deep
@@ -76,18 +65,6 @@ __all__ = [
     "read_with",
     "trajectory_name",
 ]
-
-# the harnesses' own logs: tried in this order, before the generic shapes
-READERS: tuple[Reader, ...] = (
-    claude_code.READER,
-    codex.READER,
-    opencode.READER,
-    openhands.READER,
-    swe_agent.READER,
-    mini_swe_agent.READER,
-    nemo_gym.READER,
-    nemo_gym.SINGLE,  # a rollout file of one line parses as one JSON document
-)
 
 
 def load_file(path: Path, *, name: str | None = None) -> Trajectory:

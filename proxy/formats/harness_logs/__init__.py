@@ -16,7 +16,8 @@ line or item index, never a guess (one bad rollout of several is `refused`, the 
     nemo_gym.py         NeMo-Gym rollouts, one per JSONL line (READER), or one file (SINGLE)
     reader.py           the contract each of them fills: Reader, Misfit, Converted
 
-Which reader a file gets, and in what order they are tried, is proxy.formats.loading's.
+READERS below is the table of them, in the order a file is tried against them (before the
+generic shapes: proxy.formats.loading); a new harness log is a module and a row.
 """
 
 from __future__ import annotations
@@ -30,13 +31,27 @@ from proxy.formats.harness_logs import (
     openhands,
     swe_agent,
 )
-from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Reader
+from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Reader, Script
+
+# the harnesses' own logs: tried in this order, before the generic shapes
+READERS: tuple[Reader, ...] = (
+    claude_code.READER,
+    codex.READER,
+    opencode.READER,
+    openhands.READER,
+    swe_agent.READER,
+    mini_swe_agent.READER,
+    nemo_gym.READER,
+    nemo_gym.SINGLE,  # a rollout file of one line parses as one JSON document
+)
 
 __all__ = [
+    "READERS",
     "Converted",
     "Lines",
     "Misfit",
     "Reader",
+    "Script",
     "claude_code",
     "codex",
     "mini_swe_agent",

@@ -26,9 +26,8 @@ from collections.abc import Hashable
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Reader
+from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Reader, Script
 from proxy.replay.content import text_of
-from proxy.replay.trajectory import Note
 
 TALK = frozenset({"user", "assistant"})
 # the other line types Claude Code writes (1.0 to 2.1): none is a turn
@@ -110,12 +109,10 @@ def convert(lines: Lines, source: str) -> list[Converted]:
     return [b.done()]
 
 
-class _Builder:
+class _Builder(Script):
     def __init__(self, source: str) -> None:
+        super().__init__()
         self.source = source
-        self.messages: list[dict[str, Any]] = []
-        self.indexes: list[int] = []
-        self.notes: list[Note] = []
         self.current: dict[str, Any] | None = None  # the assistant message being put together
         self.current_id: Any = None  # its message.id
         # the blocks it holds (a repeated one is skipped), as _frozen keys; those too deeply
@@ -133,13 +130,6 @@ class _Builder:
         self.runs: list[list[Any]] = []  # each subagent's sidechain: [first line, lines, agent]
         self.sidechain_run: list[Any] | None = None  # the one still open
         self.redacted = 0
-
-    def note(self, index: int, reason: str) -> None:
-        self.notes.append(Note(index, reason))
-
-    def add(self, message: dict[str, Any], index: int) -> None:
-        self.messages.append(message)
-        self.indexes.append(index)
 
     def other(self, index: int, value: dict[str, Any]) -> None:
         kind = value.get("type")
@@ -284,8 +274,8 @@ class _Builder:
         for message in self.messages:
             if message["role"] == "assistant" and not message["content"]:
                 message["content"] = None  # calls only
-        notes = sorted(self.notes, key=lambda n: n.index)
-        return Converted(self.messages, self.indexes, notes)
+        self.notes.sort(key=lambda n: n.index)
+        return self.converted()
 
 
 def _frozen(value: Any) -> Hashable:

@@ -36,9 +36,9 @@ from typing import Any
 
 from proxy.apis.responses_history import DISPATCH_FIELDS, content_parts
 from proxy.errors import LoadError
-from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Reader
+from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Reader, Script
 from proxy.replay.content import appended, text_of
-from proxy.replay.trajectory import DISPATCH, Note, dispatch_of
+from proxy.replay.trajectory import DISPATCH, dispatch_of
 
 # the fields of a call item the proxy reads or makes itself, and Codex's own bookkeeping (which it
 # takes out before a request to another provider: no harness dispatches by it); any other field is
@@ -84,9 +84,8 @@ def _old_line(value: Any) -> bool:
 def convert(lines: Lines, source: str) -> list[Converted]:
     b = _Builder(source, _entries(lines, source))
     b.read()
-    return [
-        Converted(b.messages, b.indexes, sorted(b.notes, key=lambda n: n.index), system=b.system)
-    ]
+    b.notes.sort(key=lambda n: n.index)
+    return [b.converted(system=b.system)]
 
 
 def _entries(lines: Lines, source: str) -> list[tuple[int, str, Any]]:
@@ -110,13 +109,11 @@ def _entries(lines: Lines, source: str) -> list[tuple[int, str, Any]]:
     return out
 
 
-class _Builder:
+class _Builder(Script):
     def __init__(self, source: str, entries: list[tuple[int, str, Any]]) -> None:
+        super().__init__()
         self.source = source
         self.entries = entries
-        self.messages: list[dict[str, Any]] = []
-        self.indexes: list[int] = []
-        self.notes: list[Note] = []
         self.system: str | None = None
         self.current: dict[str, Any] | None = None  # the model response being put together
         # its message texts and reasoning summaries, joined once the file is read (each added
@@ -130,13 +127,6 @@ class _Builder:
         self.context: list[int] = []  # lines of Codex's own context messages
         self.encrypted = 0
         self.marked = any(_boundary(kind, payload) for _, kind, payload in entries)
-
-    def note(self, index: int, reason: str) -> None:
-        self.notes.append(Note(index, reason))
-
-    def add(self, message: dict[str, Any], index: int) -> None:
-        self.messages.append(message)
-        self.indexes.append(index)
 
     def read(self) -> None:
         for index, kind, payload in self.entries:

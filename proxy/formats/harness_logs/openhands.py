@@ -31,8 +31,7 @@ import json
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.formats.harness_logs.reader import Converted, Misfit, Reader
-from proxy.replay.trajectory import Note
+from proxy.formats.harness_logs.reader import Converted, Misfit, Reader, Script
 
 SDK_TOOL_RESULTS = {"ObservationEvent", "AgentErrorEvent", "UserRejectObservation"}
 SDK_BOOKKEEPING = {  # openhands.sdk.event (1.58): events that are not messages
@@ -69,24 +68,12 @@ def convert(doc: Any, source: str) -> list[Converted]:
     return [_v0(doc, source)]
 
 
-class _Builder:
-    """Chat messages with their item indexes; an open turn takes the next calls of its response."""
+class _Builder(Script):
+    """A Script whose open turn takes the next calls of its response."""
 
     def __init__(self) -> None:
-        self.messages: list[dict[str, Any]] = []
-        self.indexes: list[int] = []
-        self.left_out: list[Note] = []
+        super().__init__()
         self.turn: tuple[str | None, dict[str, Any]] | None = None  # (response id, its message)
-
-    def add(self, index: int, message: dict[str, Any]) -> None:
-        self.messages.append(message)
-        self.indexes.append(index)
-
-    def note(self, index: int, reason: str) -> None:
-        self.left_out.append(Note(index, reason))
-
-    def done(self) -> Converted:
-        return Converted(self.messages, self.indexes, self.left_out)
 
 
 # -- the SDK -----------------------------------------------------------------------------------
@@ -100,7 +87,7 @@ def _sdk(events: list[Any], source: str) -> Converted:
         kind = event["kind"]
         if kind == "SystemPromptEvent":
             parts = [event.get("system_prompt"), event.get("dynamic_context")]
-            out.add(index, {"role": "system", "content": _texts(parts)})
+            out.add({"role": "system", "content": _texts(parts)}, index)
             out.turn = None
         elif kind == "MessageEvent":
             llm = event.get("llm_message")
@@ -110,7 +97,7 @@ def _sdk(events: list[Any], source: str) -> Converted:
             message: dict[str, Any] = {"role": llm["role"], "content": content}
             if llm["role"] == "assistant" and (thinking := _reasoning(llm)):
                 message["reasoning_content"] = thinking
-            out.add(index, message)
+            out.add(message, index)
             out.turn = None
         elif kind == "ActionEvent":
             _sdk_action(out, event, source, index)
@@ -118,12 +105,12 @@ def _sdk(events: list[Any], source: str) -> Converted:
             call_id = event.get("tool_call_id")
             if not isinstance(call_id, str):
                 raise LoadError(source, index, "tool_call_id must be a string")
-            out.add(index, {"role": "tool", "tool_call_id": call_id, "content": _sdk_result(event)})
+            out.add({"role": "tool", "tool_call_id": call_id, "content": _sdk_result(event)}, index)
         elif kind in SDK_CONDENSER:
             out.note(index, f"{kind}: the SDK condenses its own view of the history")
         else:
             out.note(index, f"{kind}: not a message")
-    return out.done()
+    return out.converted()
 
 
 def _sdk_action(out: _Builder, event: dict[str, Any], source: str, index: int) -> None:
@@ -148,7 +135,7 @@ def _sdk_action(out: _Builder, event: dict[str, Any], source: str, index: int) -
     }
     if thinking := _reasoning(event):
         message["reasoning_content"] = thinking
-    out.add(index, message)
+    out.add(message, index)
     out.turn = (response, message)
 
 
@@ -213,11 +200,11 @@ def _v0(events: list[Any], source: str) -> Converted:
         metadata = event.get("tool_call_metadata")
         args = _dict(event.get("args"))
         if is_action and kind == "system":
-            out.add(index, {"role": "system", "content": str(args.get("content", ""))})
+            out.add({"role": "system", "content": str(args.get("content", ""))}, index)
             out.turn = None
         elif is_action and kind == "message":
             role = "user" if event.get("source") == "user" else "assistant"
-            out.add(index, {"role": role, "content": str(args.get("content") or "")})
+            out.add({"role": role, "content": str(args.get("content") or "")}, index)
             out.turn = None
         elif is_action and isinstance(metadata, dict) and event.get("source") == "agent":
             _v0_action(out, metadata, source, index)
@@ -225,10 +212,10 @@ def _v0(events: list[Any], source: str) -> Converted:
             call_id = metadata.get("tool_call_id")
             if not isinstance(call_id, str):
                 raise LoadError(source, index, "tool_call_metadata.tool_call_id must be a string")
-            out.add(index, {"role": "tool", "tool_call_id": call_id, "content": _v0_text(event)})
+            out.add({"role": "tool", "tool_call_id": call_id, "content": _v0_text(event)}, index)
         else:
             out.note(index, _v0_why(kind, is_action, event.get("source")))
-    return out.done()
+    return out.converted()
 
 
 def _v0_action(out: _Builder, metadata: dict[str, Any], source: str, index: int) -> None:
@@ -253,7 +240,7 @@ def _v0_action(out: _Builder, metadata: dict[str, Any], source: str, index: int)
     if thinking := _reasoning(message):
         assistant["reasoning_content"] = thinking
     assistant["usage"], assistant["created"] = response.get("usage"), response.get("created")
-    out.add(index, assistant)
+    out.add(assistant, index)
     out.turn = (response_id, assistant)
 
 

@@ -49,3 +49,24 @@ class Reader:
     lines: bool  # True: JSONL; False: one JSON document
     miss: Callable[[Any], Misfit | None]  # None: the file is of this format
     convert: Callable[[Any, str], list[Converted]]  # (doc or lines, source); raises LoadError
+
+
+class Script:
+    """A conversation as a reader puts it together: chat messages, the index each came from, and
+    notes on what was left out. The readers that build one message at a time extend it."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self.indexes: list[int] = []
+        self.notes: list[Note] = []
+
+    def add(self, message: dict[str, Any], index: int) -> None:
+        self.messages.append(message)
+        self.indexes.append(index)
+
+    def note(self, index: int, reason: str) -> None:
+        self.notes.append(Note(index, reason))
+
+    def converted(self, **more: Any) -> Converted:
+        """What was read, as the loader takes it."""
+        return Converted(self.messages, self.indexes, self.notes, **more)
