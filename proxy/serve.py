@@ -53,10 +53,49 @@ def _settings(flags: dict[str, Any]) -> Settings:
     return Settings(**flags)
 
 
+class _Refused(Exception):
+    """Why `serve` stops before it serves anything: lines for stderr, and the exit code."""
+
+    def __init__(self, code: int, *lines: str) -> None:
+        super().__init__(*lines)
+        self.code, self.lines = code, lines
+
+
 def serve(flags: dict[str, Any]) -> int:
+    """Every problem in the flags, the environment, the files, the store or the port is said
+    before the server binds, in that order; then uvicorn serves until it stops."""
     try:
-        settings = _settings(flags)
+        settings = _read(flags)
+        configure_logging(settings)
+        _warn_of_unknown_variables()
+        _prepare(settings)
+        library = _library(settings)
+        unnamed = _unnamed_for_the_upstream(settings, library)
+        if unnamed is not None:
+            raise _Refused(EXIT_USAGE, unnamed)
+        _reach_store(settings)
+        sock, port = _bind(settings)
+    except _Refused as refused:
+        for line in refused.lines:
+            print(f"replay-proxy: {line}", file=sys.stderr)
+        return refused.code
+    try:
+        with _admin_token(settings, port) as (settings, token_file):
+            _started(settings, sock, library, port, token_file)
+    except _Unwritable as exc:
+        sock.close()
+        print(f"replay-proxy: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def _read(flags: dict[str, Any]) -> Settings:
+    """The settings, from the flags and the environment; each problem named by its flag, or by
+    its variable when it came from the environment."""
+    try:
+        return _settings(flags)
     except ValidationError as exc:
+        lines = []
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else ""
             if not field:
@@ -65,49 +104,54 @@ def serve(flags: dict[str, Any]) -> int:
                 flag = f"--{field.replace('_', '-')}: "
             else:  # not given as a flag: it came from the environment
                 flag = f"{ENV_PREFIX}{field.upper()}: "
-            print(
-                f"replay-proxy: {flag}{error['msg'].removeprefix('Value error, ')}", file=sys.stderr
-            )
-        return EXIT_USAGE
-    configure_logging(settings)
+            lines.append(f"{flag}{error['msg'].removeprefix('Value error, ')}")
+        raise _Refused(EXIT_USAGE, *lines) from None
+
+
+def _warn_of_unknown_variables() -> None:
     for variable, meant in unknown_variables(os.environ):
         also = f" (did you mean {meant}?)" if meant else ""
         print(f"replay-proxy: warning: {variable} is not a setting, ignored{also}", file=sys.stderr)
+
+
+def _prepare(settings: Settings) -> None:
+    """The folders it writes to, made; the forward proxy of the environment, read once."""
     for flag, folder in (("--record-dir", settings.record_dir), ("--dump-dir", settings.dump_dir)):
         if folder is None:
             continue
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            print(
-                f"replay-proxy: {flag} {folder}: cannot create it: {exc.strerror}", file=sys.stderr
-            )
-            return EXIT_USAGE
+            raise _Refused(
+                EXIT_USAGE, f"{flag} {folder}: cannot create it: {exc.strerror}"
+            ) from None
     if settings.upstream:
         try:
             forward_proxy(settings.upstream)  # read from the environment once, here first
         except ValueError as exc:
-            print(f"replay-proxy: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+            raise _Refused(EXIT_USAGE, str(exc)) from None
+
+
+def _library(settings: Settings) -> Library:
     try:
-        library = Library.load(
+        return Library.load(
             settings.trajectory,
             settings.trajectory_dir,
             cache_bytes=settings.trajectory_cache_bytes,
         )
     except LibraryError as exc:
-        for problem in exc.errors:
-            print(f"replay-proxy: {problem}", file=sys.stderr)
-        return EXIT_BAD_FILE
-    unnamed = _unnamed_for_the_upstream(settings, library)
-    if unnamed is not None:
-        print(f"replay-proxy: {unnamed}", file=sys.stderr)
-        return EXIT_USAGE
+        raise _Refused(EXIT_BAD_FILE, *(str(problem) for problem in exc.errors)) from None
+
+
+def _reach_store(settings: Settings) -> None:
     try:
         asyncio.run(_check_store(settings.store))
     except Exception as exc:
-        print(f"replay-proxy: --store {settings.store}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise _Refused(EXIT_USAGE, f"--store {settings.store}: {exc}") from None
+
+
+def _bind(settings: Settings) -> tuple[socket.socket, int]:
+    """The listening socket (workers get it too), and its port; never the upstream's own."""
     try:
         family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -124,29 +168,19 @@ def serve(flags: dict[str, Any]) -> int:
                 "; another program listens there: choose a free port with --port N (or "
                 "REPLAY_PROXY_PORT), or --port 0 for any"
             )
-        print(
-            f"replay-proxy: cannot bind {settings.host}:{settings.port}: {exc.strerror}{hint}",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+        raise _Refused(
+            EXIT_USAGE, f"cannot bind {settings.host}:{settings.port}: {exc.strerror}{hint}"
+        ) from None
     port = sock.getsockname()[1]
     if settings.upstream and points_at(settings.upstream, settings.host, port):
         sock.close()
-        print(
-            f"replay-proxy: --upstream {display(settings.upstream)} is this proxy's own address "
+        raise _Refused(
+            EXIT_USAGE,
+            f"--upstream {display(settings.upstream)} is this proxy's own address "
             f"({settings.host}:{port}): every request it forwards would come back to it; point "
             "--upstream at the real model's API",
-            file=sys.stderr,
         )
-        return EXIT_USAGE
-    try:
-        with _admin_token(settings, port) as (settings, token_file):
-            _started(settings, sock, library, port, token_file)
-    except _Unwritable as exc:
-        sock.close()
-        print(f"replay-proxy: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    return 0
+    return sock, port
 
 
 def _started(
