@@ -10,6 +10,7 @@ import re
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -47,6 +48,32 @@ def create_app(
 ) -> Front:
     """Trajectories are loaded here, not in the lifespan, so a bad file fails before binding.
     `apis`: the APIs served (the table in proxy.apis; a test adds one of its own)."""
+    runtime = _runtime(settings, store=store, upstream=upstream, library=library)
+    api = FastAPI(
+        title="replay-proxy",
+        version=__version__,
+        lifespan=partial(_lifespan, runtime),
+        docs_url=None,
+        redoc_url=None,
+    )
+    api.state.runtime = runtime
+    api.include_router(health.router)
+    api.include_router(ui.router)
+    api.include_router(ui.root)
+    api.include_router(admin.router)
+    _install_error_handlers(api)
+    _document_hot_paths(api, apis)
+    return Front(api, runtime, apis)
+
+
+def _runtime(
+    settings: Settings,
+    *,
+    store: Store | None,
+    upstream: Upstream | None,
+    library: Library | None,
+) -> Runtime:
+    """The running proxy's parts, each made from the settings unless given."""
     if library is None:
         library = Library.load(
             settings.trajectory,
@@ -72,8 +99,7 @@ def create_app(
         for s in (settings.upstream_api_key, settings.admin_token)
         if s is not None
     )
-    rules = settings.rules()
-    runtime = Runtime(
+    return Runtime(
         settings=settings,
         store=store,
         library=library,
@@ -87,7 +113,7 @@ def create_app(
             require_restored=settings.require_restored,
         ),
         upstream=upstream,
-        rules=rules,
+        rules=settings.rules(),
         metrics=Metrics(),
         recorder=Recorder(settings.record_dir, secrets) if settings.record_dir else None,
         dumper=Dumper(settings.dump_dir, store.next_sequence, secrets)
@@ -104,38 +130,28 @@ def create_app(
         offload=Offload(settings),
     )
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await runtime.store.check()
-        sweeper = None
-        if settings.session_ttl > 0:
-            sweeper = asyncio.create_task(
-                sweep(runtime.store, settings.session_ttl, runtime.metrics)
-            )
-        try:
-            yield
-        finally:
-            if sweeper is not None:
-                sweeper.cancel()
-            if runtime.offload is not None:
-                runtime.offload.close()
-            await runtime.upstream.aclose()
-            await runtime.store.close()
-            for writer in (runtime.recorder, runtime.dumper):
-                if writer is not None:
-                    writer.close()
 
-    api = FastAPI(
-        title="replay-proxy", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
-    )
-    api.state.runtime = runtime
-    api.include_router(health.router)
-    api.include_router(ui.router)
-    api.include_router(ui.root)
-    api.include_router(admin.router)
-    _install_error_handlers(api)
-    _document_hot_paths(api, apis)
-    return Front(api, runtime, apis)
+@asynccontextmanager
+async def _lifespan(runtime: Runtime, app: FastAPI) -> AsyncIterator[None]:
+    """The store checked and its sweeper started; at the end, everything the runtime opened is
+    closed."""
+    await runtime.store.check()
+    sweeper = None
+    ttl = runtime.settings.session_ttl
+    if ttl > 0:
+        sweeper = asyncio.create_task(sweep(runtime.store, ttl, runtime.metrics))
+    try:
+        yield
+    finally:
+        if sweeper is not None:
+            sweeper.cancel()
+        if runtime.offload is not None:
+            runtime.offload.close()
+        await runtime.upstream.aclose()
+        await runtime.store.close()
+        for writer in (runtime.recorder, runtime.dumper):
+            if writer is not None:
+                writer.close()
 
 
 def _document_hot_paths(api: FastAPI, apis: Sequence[Api]) -> None:
