@@ -61,6 +61,10 @@ class FileShape:
     # came from; None: already chat messages
     read: Read | None
     text: bool = False  # the history may be plain text, one user message (Responses' `input`)
+    # how a file's error names its forms: its bare list's messages ("Anthropic"), its object
+    # ('Gemini {"contents": [...]}'); None: a form it has not
+    bare: str | None = None
+    document: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +208,12 @@ RESPONSES = Api(
     clean=responses.clean,
     read_answer=lambda raw, stream: responses.read_answer(raw, stream=stream),
     file=FileShape(
-        responses_history.holds, responses_history.marks, responses_history.read, text=True
+        responses_history.holds,
+        responses_history.marks,
+        responses_history.read,
+        text=True,
+        bare="Responses",
+        document='{"input": [...]}',
     ),
     socket=True,
     call_event=b'"function_call"',
@@ -228,7 +237,13 @@ ANTHROPIC = Api(
     error_body=anthropic.error_body,
     error_shape="Anthropic",
     adds_v1="the Anthropic SDK and Claude Code add",
-    file=FileShape(anthropic_history.holds, anthropic_history.marks, anthropic_history.read),
+    file=FileShape(
+        anthropic_history.holds,
+        anthropic_history.marks,
+        anthropic_history.read,
+        bare="Anthropic",
+        document='{"messages": [...], "system"}',
+    ),
     call_event=b'"tool_use"',
 )
 GEMINI = Api(
@@ -258,7 +273,9 @@ GEMINI = Api(
     serves=gemini.is_gemini_path,
     claims=gemini.claims,
     target=gemini.target,
-    file=FileShape(gemini_history.holds, None, gemini_history.read),
+    file=FileShape(
+        gemini_history.holds, None, gemini_history.read, document='Gemini {"contents": [...]}'
+    ),
     call_event=b'"functionCall"',
     usage_field="usageMetadata",
     made_up=gemini_history.MADE_UP,

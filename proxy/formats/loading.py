@@ -285,7 +285,7 @@ def _unrecognised(exc: LoadError, misses: list[tuple[str, Misfit]]) -> LoadError
         why = "not a list of messages or an object holding one"
     else:
         why = exc.reason if exc.index is None else f"message {exc.index} {exc.reason}"
-    tried = [f"chat, Responses or Anthropic messages: {why}"]
+    tried = [f"{_BARE}: {why}"]
     tried += [f"{name}: {miss.reason}" for name, miss in ranked]
     if near:  # the closest harness log leads, then the generic shapes, then the rest
         name, miss = ranked[0]
@@ -298,7 +298,8 @@ def _unrecognised(exc: LoadError, misses: list[tuple[str, Misfit]]) -> LoadError
 
 
 def _generic_document(doc: Any, *, name: str, source: str, digest: str) -> Trajectory:
-    """The generic shapes: chat, Responses or Anthropic messages, bare or in an object."""
+    """The generic shapes: chat messages, or another API's (its Api row's FileShape), bare or in
+    an object."""
     if isinstance(doc, list):
         return _from_list(doc, name=name, source=source, digest=digest, fmt="chat")
     if isinstance(doc, dict):
@@ -328,10 +329,18 @@ def _generic_document(doc: Any, *, name: str, source: str, digest: str) -> Traje
     raise LoadError(source, None, _UNRECOGNISED)
 
 
+def _either(words: list[str]) -> str:
+    return ", ".join(words[:-1]) + f" or {words[-1]}" if len(words) > 1 else words[0]
+
+
+# the generic shapes, named from the Api table: the bare lists of messages, then the objects
+_BARE = _either(["chat", *(a.file.bare for a in APIS if a.file.bare)]) + " messages"
 _UNRECOGNISED = (
-    "unrecognised trajectory format: expected a JSON array of chat messages, Responses items or "
-    'Anthropic messages; {"messages": [...]}; {"input": [...]}; Gemini {"contents": [...]}; an llm_completions dump '
-    '{"messages", "response"}; JSONL with one message per line; or a recording'
+    f"unrecognised trajectory format: expected a JSON array of {_BARE}; "
+    + '{"messages": [...]}; '
+    + "".join(f"{a.file.document}; " for a in APIS if a.file.document)
+    + 'an llm_completions dump {"messages", "response"}; JSONL with one message per line; or a '
+    "recording"
 )
 
 
