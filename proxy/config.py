@@ -137,7 +137,7 @@ class Settings(BaseSettings):
         str | None,
         Flag(
             "the real LLM's base URL, including /v1; {session} and {trajectory} in its path or query are filled in per session (a gateway that keys rollouts by id)",
-            "the real LLM's base URL, including `/v1` (`http://` or `https://`), or the Gemini API's root (`https://generativelanguage.googleapis.com`); without it, unscripted requests get a 503. `{session}` and `{trajectory}` in its path or query are filled in per session ([RL pipelines](rl-pipelines.md#an-upstream-per-session))",
+            "the real LLM's base URL, including `/v1` (`http://` or `https://`), or the root of an API whose paths keep their version: Gemini's (`https://generativelanguage.googleapis.com`), Vertex AI's (`https://us-east5-aiplatform.googleapis.com`), Bedrock's (`https://bedrock-runtime.us-east-1.amazonaws.com`), each request in its own API's path ([Claude Code](harnesses/claude-code.md#through-google-vertex-ai-or-amazon-bedrock)); without it, unscripted requests get a 503. `{session}` and `{trajectory}` in its path or query are filled in per session ([RL pipelines](rl-pipelines.md#an-upstream-per-session))",
             metavar="URL",
         ),
     ] = None

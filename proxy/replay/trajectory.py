@@ -70,7 +70,7 @@ class Recorded:
     """One exchange of a recording, kept whole for strict replay."""
 
     index: int  # line index in the recording
-    api: str  # chat | responses | anthropic | other
+    api: str  # its Api row's name (chat, responses, anthropic, ...), or other
     lane: str
     method: str
     path: str
