@@ -119,3 +119,10 @@ def test_the_run_leaves_the_oldest_track_out_and_picks_harnesses_by_their_ids() 
     assert newest.selection(["mini", "agents"]) == (
         "([mini] or [agents- or test_text_based or test_rollout_url) and not oldest"
     )
+
+
+def test_claude_codes_runs_through_vertex_and_bedrock_count_as_claude_codes() -> None:
+    xml = JUNIT.replace("[agents-run]", "[claude-bedrock]")  # one more claude test, through Bedrock
+    assert newest.outcomes(xml)["claude"].passed == 3
+    chosen = newest.selection(["claude"])
+    assert "[claude-vertex]" in chosen and "[claude-bedrock]" in chosen

@@ -94,6 +94,8 @@ def harness_of(classname: str, test_id: str) -> str:
         param = test_id[test_id.index("[") + 1 : -1].removesuffix("-oldest")
         if param.startswith("agents"):
             return "agents"
+        if param.startswith("claude-"):  # Claude Code through Vertex AI or Bedrock
+            return "claude"
         if param == "mini-text":
             return "mini"
         if param in PINS:
@@ -156,6 +158,8 @@ def selection(only: list[str] | None) -> str:
     if not only:
         return "not oldest"
     words = [f"[{n}]" if n != "agents" else "[agents-" for n in only]
+    if "claude" in only:  # and its runs through Vertex AI and Bedrock
+        words += ["[claude-vertex]", "[claude-bedrock]"]
     words += [module for module, harness in MODULES.items() if harness in only]
     return f"({' or '.join(words)}) and not oldest"
 
