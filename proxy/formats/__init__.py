@@ -1,6 +1,7 @@
 """Trajectory files, in every format they come in, into the one model (proxy.replay.trajectory).
 
     loading.py      load_file and the rest: which format a file is, told apart by its shape
+    generic.py      the generic shapes (chat lists, API request objects, JSONL), each a reader
     chat.py         OpenAI chat messages -> Trajectory, by the script rules every format goes through
                     (a file in another API's shape is first turned into chat messages by that
                     API's proxy.apis.*_history)

@@ -1,24 +1,18 @@
 """Loading: a trajectory file of any supported format -> Trajectory, the format told apart by the
 file's shape (sniffing), not by its name. Pure apart from `load_file` and `load_all`.
 
-The formats:
+The formats, each a Reader (harness_logs/reader.py: tell its shape apart, turn it into chat
+messages), tried in this order:
 
-- "chat":            a bare JSON array of OpenAI chat messages (the canonical form)
-- "messages":        {"messages": [...]}
-- "jsonl":           one chat message per line
-- "llm_completions": {"messages": [...], "response": {chat.completion}}; the conversation is the
-                     messages plus the response's message
-- "responses":       OpenAI Responses API input items, a bare list or {"input": [...], "instructions"}
-- "anthropic":       Anthropic Messages API messages (tool_use / tool_result blocks), a bare list or
-                     {"messages": [...], "system": ...}
-- "gemini":          Gemini API contents (functionCall / functionResponse parts) in
-                     {"contents": [...], "systemInstruction": ...}, as a generateContent request
-- "recording":       what --record-dir writes: one exchange per line (see formats/recording.py)
+- the harnesses' own logs, each in its own module of harness_logs/, in the order of their table
+  (READERS, in harness_logs/__init__.py): a file of several trajectories (NeMo-Gym rollouts)
+  gives one per line;
+- the generic shapes (generic.py): a bare list of chat messages or of another API's ("chat",
+  "responses", "anthropic"), an object shaped like an API's request, {"messages": [...]},
+  an llm_completions dump, JSONL of messages.
 
-- the harnesses' own logs, each a Reader (harness_logs/reader.py) in its own module of
-  harness_logs/, tried before the generic shapes above, in the order of their table (READERS, in
-  harness_logs/__init__.py): a file of several
-  trajectories (NeMo-Gym rollouts) gives one per line.
+A recording (what --record-dir writes: one exchange per line, formats/recording.py) is told apart
+first, and read into turns that carry their recorded exchanges.
 
 A directory is read as an event store (OpenHands SDK): its `events/*.json` (or `*.json`) files in
 name order, as one JSON list. A JSONL file cut off mid-line loads what is complete, with a warning.
@@ -39,10 +33,11 @@ from typing import Any
 
 import orjson
 
-from proxy.apis import APIS, Api
+from proxy.apis import APIS
 from proxy.errors import LoadError
 from proxy.formats.chat import trajectory_from_messages
 from proxy.formats.children import with_children
+from proxy.formats.generic import GENERIC, api_of
 from proxy.formats.harness_logs import READERS, Converted, Lines, Misfit, Reader
 from proxy.formats.recording import is_recording, trajectory_from_recording
 from proxy.names import inside
@@ -230,11 +225,11 @@ def _converted(
                 messages,
                 name=name if c.label is None else f"{name}.{c.label}",
                 source=source,
-                fmt=reader.name,
+                fmt=c.format or reader.name,
                 digest=digest if c.label is None else _digest(f"{digest}:{c.label}".encode()),
                 indexes=indexes,
                 places=c.places,
-                unit="line" if reader.lines else "message",
+                unit=c.unit or ("line" if reader.lines else "message"),
             )
         except LoadError as exc:
             if c.label is None:  # the file's only conversation
@@ -267,10 +262,30 @@ def _from_document(doc: Any, *, name: str, source: str, digest: str) -> list[Tra
         if miss is None:
             return _converted(reader, reader.convert(doc, source), name, source, digest, [])
         misses.append((reader.name, miss))
-    try:
-        return [_generic_document(doc, name=name, source=source, digest=digest)]
-    except LoadError as exc:
-        raise _unrecognised(exc, misses) from None
+    return _generic(doc, misses, name=name, source=source, digest=digest, notes=[], lines=False)
+
+
+def _generic(
+    doc: Any,
+    misses: list[tuple[str, Misfit]],
+    *,
+    name: str,
+    source: str,
+    digest: str,
+    notes: list[Note],
+    lines: bool,
+) -> list[Trajectory]:
+    """The first generic shape the file fits (proxy.formats.generic), once no harness log did;
+    an error of its reading, or none fitting, is told with every format tried. `lines`: `doc`
+    is a JSONL file's lines."""
+    for reader in GENERIC:
+        if reader.lines is not lines or reader.miss(doc) is not None:
+            continue
+        try:
+            return _converted(reader, reader.convert(doc, source), name, source, digest, notes)
+        except LoadError as exc:
+            raise _unrecognised(exc, misses) from None
+    raise _unrecognised(LoadError(source, None, _UNRECOGNISED), misses)
 
 
 def _unrecognised(exc: LoadError, misses: list[tuple[str, Misfit]]) -> LoadError:
@@ -297,38 +312,6 @@ def _unrecognised(exc: LoadError, misses: list[tuple[str, Misfit]]) -> LoadError
     )
 
 
-def _generic_document(doc: Any, *, name: str, source: str, digest: str) -> Trajectory:
-    """The generic shapes: chat messages, or another API's (its Api row's FileShape), bare or in
-    an object."""
-    if isinstance(doc, list):
-        return _from_list(doc, name=name, source=source, digest=digest, fmt="chat")
-    if isinstance(doc, dict):
-        for api in APIS:  # an object shaped like an API's request (its Api row says which)
-            shape = api.file
-            if shape.read is not None and shape.holds(doc):
-                chat, indexes = shape.read(doc[api.history], source, doc)
-                return trajectory_from_messages(
-                    chat, name=name, source=source, fmt=api.name, digest=digest, indexes=indexes
-                )
-        messages = doc.get("messages")
-        if not isinstance(messages, list):
-            if "role" in doc:  # a JSONL file holding a single message
-                return trajectory_from_messages(
-                    [doc], name=name, source=source, fmt="jsonl", digest=digest
-                )
-            raise LoadError(source, None, _UNRECOGNISED)
-        response = doc.get("response")
-        if response is None:
-            return trajectory_from_messages(
-                messages, name=name, source=source, fmt="messages", digest=digest
-            )
-        message = _response_message(response, source, len(messages))
-        return trajectory_from_messages(
-            [*messages, message], name=name, source=source, fmt="llm_completions", digest=digest
-        )
-    raise LoadError(source, None, _UNRECOGNISED)
-
-
 def _either(words: list[str]) -> str:
     return ", ".join(words[:-1]) + f" or {words[-1]}" if len(words) > 1 else words[0]
 
@@ -342,13 +325,6 @@ _UNRECOGNISED = (
     + 'an llm_completions dump {"messages", "response"}; JSONL with one message per line; or a '
     "recording"
 )
-
-
-def _response_message(response: Any, source: str, index: int) -> Any:
-    try:
-        return response["choices"][0]["message"]
-    except (TypeError, KeyError, IndexError):
-        raise LoadError(source, index, "response has no choices[0].message") from None
 
 
 def _from_lines(
@@ -367,12 +343,7 @@ def _from_lines(
         if miss is None:
             return _converted(reader, reader.convert(items, source), name, source, digest, notes)
         misses.append((reader.name, miss))
-    values = [value for _, value in items]
-    try:
-        t = _from_list(values, name=name, source=source, digest=digest, fmt="jsonl")
-    except LoadError as exc:
-        raise _unrecognised(exc, misses) from None
-    return [dataclasses.replace(t, skipped=(*notes, *t.skipped))] if notes else [t]
+    return _generic(items, misses, name=name, source=source, digest=digest, notes=notes, lines=True)
 
 
 def _lines(
@@ -404,29 +375,3 @@ def _lines(
     if not items:
         raise LoadError(source, None, "the file is empty")
     return items, notes
-
-
-def api_of(items: list[Any]) -> Api | None:
-    """Whose messages a bare list holds (None: chat messages, the canonical form): decided by the
-    first item only one API's list could hold (a tool call or result is there early in any real
-    run), so a large file is not scanned twice."""
-    for item in items:
-        if not isinstance(item, dict):
-            continue
-        for api in APIS:
-            marks = api.file.marks
-            if marks is not None and marks(item):
-                return api
-    return None
-
-
-def _from_list(items: list[Any], *, name: str, source: str, digest: str, fmt: str) -> Trajectory:
-    """A list of chat messages, or of another API's messages (Responses items, Anthropic
-    messages)."""
-    api = api_of(items)
-    if api is not None and api.file.read is not None:
-        chat, indexes = api.file.read(items, source, {})
-        return trajectory_from_messages(
-            chat, name=name, source=source, fmt=api.name, digest=digest, indexes=indexes
-        )
-    return trajectory_from_messages(items, name=name, source=source, fmt=fmt, digest=digest)

@@ -32,6 +32,10 @@ class Converted:
     system: str | None = None  # a system prompt kept beside the messages, if the log has one
     places: dict[int, str] | None = None  # per index, its place in the file if "line N" is not it
     refused: str | None = None  # this conversation could not be read, and why (no messages then)
+    # a reader of several formats (a bare list of any API's messages): this one's, and how its
+    # places are named ("message": its place among the file's values, for a JSONL of them)
+    format: str | None = None
+    unit: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
