@@ -83,7 +83,10 @@ def test_a_scripted_spawn_agent_starts_a_child_whose_calls_go_upstream(
 
     [main] = [s for s in sessions if s["script"] is not None]
     assert main["turns_served"] == 3 and main["divergences"] == 0, main
-    assert main["forwarded"]["subagent"] >= 2, main  # the child's command, then its answer
+    # the child's call that ran its command went upstream (child.txt says it ran); the call with
+    # its answer races the root's end of the run, which codex exec does not hold for it, so it
+    # is not counted on (CI once saw the run end first, under load)
+    assert main["forwarded"]["subagent"] >= 1, main
     children = [c for c in main["subagents"] if c["kind"] == "collab_spawn"]
     assert children and children[0]["parent"] and children[0]["child"], main["subagents"]
 
