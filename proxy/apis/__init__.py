@@ -21,6 +21,7 @@ Each API module is pure: a body in, a Conversation out; a Turn in, bytes out.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -280,7 +281,11 @@ GEMINI = Api(
     usage_field="usageMetadata",
     made_up=gemini_history.MADE_UP,
 )
-VERTEX = Api(
+# Anthropic's Messages API on another cloud: Anthropic's row, but for the URL, the way upstream,
+# and (Bedrock) the framing and the error shape
+ANTHROPIC_FILES = FileShape(lambda _: False, None, anthropic_history.read)  # read as Anthropic's
+VERTEX = dataclasses.replace(
+    ANTHROPIC,
     name="vertex",
     title="Anthropic on Google Vertex AI",
     paths=(),
@@ -289,33 +294,18 @@ VERTEX = Api(
         "/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{model}"
         ":streamRawPredict",
     ),
-    history="messages",
-    parse=anthropic.parse_anthropic,
-    stream=ANTHROPIC.stream,
-    whole=ANTHROPIC.whole,
-    splice=anthropic.splice,
-    clean=anthropic.clean,
-    read_answer=ANTHROPIC.read_answer,
-    error_body=anthropic.error_body,
-    error_shape="Anthropic",
     upstream=Dialect(keeps_version=True),  # a Bearer: the gateway's Google access token
     serves=vertex.serves,
     claims=vertex.claims,
     target=vertex.target,
-    file=FileShape(lambda _: False, None, anthropic_history.read),  # files read as Anthropic's
-    call_event=b'"tool_use"',
+    file=ANTHROPIC_FILES,
 )
-BEDROCK = Api(
+BEDROCK = dataclasses.replace(
+    ANTHROPIC,
     name="bedrock",
     title="Anthropic on Amazon Bedrock",
     paths=(),
     documented=("/model/{model}/invoke", "/model/{model}/invoke-with-response-stream"),
-    history="messages",
-    parse=anthropic.parse_anthropic,
-    stream=ANTHROPIC.stream,
-    whole=ANTHROPIC.whole,
-    splice=anthropic.splice,
-    clean=anthropic.clean,
     read_answer=lambda raw, stream: bedrock.read_answer(raw, stream=stream),
     error_body=bedrock.error_body,
     error_shape="Amazon Bedrock",
@@ -325,8 +315,7 @@ BEDROCK = Api(
     serves=bedrock.serves,
     claims=bedrock.claims,
     target=bedrock.target,
-    file=FileShape(lambda _: False, None, anthropic_history.read),  # files read as Anthropic's
-    call_event=b'"tool_use"',
+    file=ANTHROPIC_FILES,
     framing=bedrock.FRAMING,
 )
 APIS = (CHAT, RESPONSES, ANTHROPIC, GEMINI, VERTEX, BEDROCK)

@@ -8,6 +8,7 @@ calls to anything but loopback (docs/harnesses/). stdin is /dev/null: opencode w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -84,20 +85,6 @@ RECIPES = {
     ),
     # Claude Code through an LLM gateway to Anthropic's models on Google Vertex AI and Amazon
     # Bedrock (its docs' recipe: the gateway keeps the cloud credentials, SKIP_*_AUTH)
-    "claude-vertex": Recipe(
-        "claude-vertex",
-        "Bash",
-        lambda c: {"command": c, "description": "run a step"},
-        {"text": "All done."},
-        api="vertex",
-    ),
-    "claude-bedrock": Recipe(
-        "claude-bedrock",
-        "Bash",
-        lambda c: {"command": c, "description": "run a step"},
-        {"text": "All done."},
-        api="bedrock",
-    ),
     "gemini": Recipe(
         "gemini",
         "run_shell_command",
@@ -113,6 +100,13 @@ RECIPES = {
         {"tool": "finish", "arguments": {"message": "All done."}},
     ),
 }
+# Claude Code through an LLM gateway to Anthropic's models on Google Vertex AI and Amazon
+# Bedrock (its docs' recipe: the gateway keeps the cloud credentials, SKIP_*_AUTH): its recipe,
+# in another API
+for _cloud in ("vertex", "bedrock"):
+    RECIPES[f"claude-{_cloud}"] = dataclasses.replace(
+        RECIPES["claude"], name=f"claude-{_cloud}", api=_cloud
+    )
 
 
 # mini-swe-agent in text mode: no tools; the action is a ```mswea_bash_command block in the answer,
