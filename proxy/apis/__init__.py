@@ -44,7 +44,7 @@ from proxy.apis.request import loads_object
 from proxy.replay.conversation import Conversation
 from proxy.replay.splice import Insertion, apply_chat
 from proxy.replay.tokens import without_tokens
-from proxy.replay.trajectory import Turn
+from proxy.replay.trajectory import Turn, Usage
 from proxy.upstream.dialect import COMMON, PLAIN, Dialect
 
 Read = Callable[[Sequence[Any], str, dict[str, Any]], tuple[list[dict[str, Any]], list[int]]]
@@ -107,6 +107,8 @@ class Api:
     framing: Framing = SSE
     # the field of an answer (and of a stream's chunk, or the object inside it) holding its usage
     usage_field: str = "usage"
+    # that usage read into the proxy's Usage (None: not in its shape)
+    read_usage: Callable[[dict[str, Any]], Usage | None] = lambda _: None
     # the start of an id its reading makes up for a call that came without one (None: calls
     # always carry ids): such ids are not the harness's own
     made_up: str | None = None
@@ -190,6 +192,7 @@ CHAT = Api(
     clean=lambda _: None,
     read_answer=lambda raw, stream: chat.read_answer(raw, stream=stream),
     file=FileShape(lambda _: False, chat.marks, None),  # the loader's own forms
+    read_usage=chat.read_usage,
     call_event=b'"tool_calls"',
 )
 RESPONSES = Api(
@@ -218,6 +221,7 @@ RESPONSES = Api(
     ),
     socket=True,
     call_event=b'"function_call"',
+    read_usage=responses_history.read_usage,
 )
 ANTHROPIC = Api(
     name="anthropic",
@@ -246,6 +250,7 @@ ANTHROPIC = Api(
         document='{"messages": [...], "system"}',
     ),
     call_event=b'"tool_use"',
+    read_usage=anthropic_history.read_usage,
 )
 GEMINI = Api(
     name="gemini",
@@ -279,6 +284,7 @@ GEMINI = Api(
     ),
     call_event=b'"functionCall"',
     usage_field="usageMetadata",
+    read_usage=gemini_history.read_usage,
     made_up=gemini_history.MADE_UP,
 )
 # Anthropic's Messages API on another cloud: Anthropic's row, but for the URL, the way upstream,
@@ -322,3 +328,17 @@ APIS = (CHAT, RESPONSES, ANTHROPIC, GEMINI, VERTEX, BEDROCK)
 BY_NAME = {api.name: api for api in APIS}
 # the starts of every id an API's reading makes up (a recording's calls that came without ids)
 MADE_UP = tuple(api.made_up for api in APIS if api.made_up is not None)
+# a usage whose API a file does not say is read by the first of these that knows its shape: the
+# Messages API's (known by its cache fields) before the Responses names it shares
+USAGE_ORDER = (GEMINI, CHAT, ANTHROPIC, RESPONSES)
+
+
+def usage_in(value: Any, api: Api | None = None) -> Usage | None:
+    """A recorded usage read into the proxy's Usage: in `api`'s shape, else in whichever of the
+    table's APIs' it was written; None when it holds no counts."""
+    if not isinstance(value, dict):
+        return None
+    for row in (api, *USAGE_ORDER) if api is not None else USAGE_ORDER:
+        if row is not None and (usage := row.read_usage(value)) is not None:
+            return usage
+    return None

@@ -14,13 +14,30 @@ from typing import Any
 
 from proxy.errors import LoadError
 from proxy.replay.content import text_of
-from proxy.replay.trajectory import DISPATCH, dispatch_of
+from proxy.replay.trajectory import DISPATCH, Usage, dispatch_of
+from proxy.replay.usage import token_count
 
 MARKERS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 
 # a tool_use block's fields its harness dispatches it by: what called it (a server tool's code,
 # for programmatic calls), and the toolset it is in
 DISPATCH_FIELDS = ("caller", "toolset_name")
+
+
+def read_usage(value: dict[str, Any]) -> Usage | None:
+    """A Messages API usage, known by its cache fields (every answer carries them); its
+    `input_tokens` leave out what the cache read and wrote, which the input counts here. None when
+    `value` is not one."""
+    if "cache_read_input_tokens" not in value and "cache_creation_input_tokens" not in value:
+        return None
+    read = token_count(value.get("cache_read_input_tokens"))
+    written = token_count(value.get("cache_creation_input_tokens"))
+    return Usage(
+        token_count(value.get("input_tokens")) + read + written,
+        token_count(value.get("output_tokens")),
+        read,
+        written,
+    )
 
 
 def looks_like_anthropic(messages: Sequence[Any]) -> bool:

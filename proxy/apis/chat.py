@@ -24,8 +24,8 @@ from proxy.errors import BadRequest
 from proxy.replay.content import is_content, text_of
 from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_greeting
 from proxy.replay.tokens import FIELDS, LOGPROBS, PROMPT, VLLM_GENERATION, Tokens
-from proxy.replay.trajectory import Turn
-from proxy.replay.usage import NO_USAGE
+from proxy.replay.trajectory import Turn, Usage
+from proxy.replay.usage import NO_USAGE, nested, token_count
 
 # ---- the request
 
@@ -115,6 +115,20 @@ def _calls(pos: int, raw: Any) -> list[Call]:
 
 
 # ---- the answer
+
+
+def read_usage(value: dict[str, Any]) -> Usage | None:
+    """A Chat Completions usage (prompt and completion tokens, with their details); None when
+    `value` is not one."""
+    if "prompt_tokens" not in value and "completion_tokens" not in value:
+        return None
+    return Usage(
+        token_count(value.get("prompt_tokens")),
+        token_count(value.get("completion_tokens")),
+        token_count(nested(value, "prompt_tokens_details", "cached_tokens")),
+        0,
+        token_count(nested(value, "completion_tokens_details", "reasoning_tokens")),
+    )
 
 
 def chat_usage(turn: Turn) -> dict[str, Any]:

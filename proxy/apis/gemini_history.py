@@ -17,13 +17,29 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.errors import LoadError
-from proxy.replay.trajectory import DISPATCH, dispatch_of
+from proxy.replay.trajectory import DISPATCH, Usage, dispatch_of
+from proxy.replay.usage import token_count
 
 MARKERS = frozenset({"functionCall", "functionResponse"})
 
 # a functionCall part's field its harness needs back: the signature of the thinking behind it,
 # which Gemini 3 wants with the call in the history (else a 400 once the session goes live)
 DISPATCH_FIELDS = ("thoughtSignature",)
+
+
+def read_usage(value: dict[str, Any]) -> Usage | None:
+    """A Gemini usageMetadata, whose thoughts are counted apart from the candidates; None when
+    `value` is not one."""
+    if "promptTokenCount" not in value and "candidatesTokenCount" not in value:
+        return None
+    thoughts = token_count(value.get("thoughtsTokenCount"))
+    return Usage(
+        token_count(value.get("promptTokenCount")),
+        token_count(value.get("candidatesTokenCount")) + thoughts,
+        token_count(value.get("cachedContentTokenCount")),
+        0,
+        thoughts,
+    )
 
 
 def looks_like_gemini(contents: Sequence[Any]) -> bool:

@@ -18,7 +18,8 @@ from typing import Any
 from proxy.errors import LoadError
 from proxy.replay.content import appended, text_of
 from proxy.replay.tokens import EXPERTS, GENERATION, LOG_PROBS, LOGPROBS, PROMPT
-from proxy.replay.trajectory import DISPATCH, dispatch_of
+from proxy.replay.trajectory import DISPATCH, Usage, dispatch_of
+from proxy.replay.usage import nested, token_count
 
 # on an assistant message: the file records it as a model call of its own (formats/chat.py)
 OWN_CALL = GENERATION
@@ -48,6 +49,20 @@ def read(
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """A trajectory file's items (and the object's instructions) as chat messages."""
     return items_to_chat(items, source, instructions=doc.get("instructions"))
+
+
+def read_usage(value: dict[str, Any]) -> Usage | None:
+    """A Responses usage (input and output tokens, with their details); None when `value` is not
+    one."""
+    if "input_tokens" not in value and "output_tokens" not in value:
+        return None
+    return Usage(
+        token_count(value.get("input_tokens")),
+        token_count(value.get("output_tokens")),
+        token_count(nested(value, "input_tokens_details", "cached_tokens")),
+        0,
+        token_count(nested(value, "output_tokens_details", "reasoning_tokens")),
+    )
 
 
 def items_to_chat(

@@ -35,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from proxy.apis import usage_in
 from proxy.apis.responses_history import OWN_CALL
 from proxy.errors import LoadError
 from proxy.replay.content import split_reasoning, text_of
@@ -45,10 +46,11 @@ from proxy.replay.trajectory import (
     ToolCall,
     Trajectory,
     Turn,
+    Usage,
     UserMessage,
     place_of,
 )
-from proxy.replay.usage import OutOfRange, in_range, read_usage
+from proxy.replay.usage import OutOfRange, in_range
 
 
 def trajectory_from_messages(
@@ -164,7 +166,7 @@ def trajectory_from_messages(
             unanswered = deque(made_up)
             try:
                 created = epoch(msg.get("created"))
-                usage = read_usage(msg.get("usage"))  # a reader puts the recorded usage here
+                usage = _usage(msg.get("usage"))
             except OutOfRange as exc:
                 raise LoadError(source, idx, str(exc)) from None
             turns.append(
@@ -372,3 +374,9 @@ def epoch(value: Any) -> int | None:
 def synthetic_call_id(digest: str, turn: int, position: int) -> str:
     """Deterministic, so a restarted proxy or another worker serves the same id."""
     return "call_" + hashlib.sha256(f"{digest}:{turn}:{position}".encode()).hexdigest()[:24]
+
+
+def _usage(value: Any) -> Usage | None:
+    """A message's recorded usage: read already by a harness log's reader (a shape of its own), or
+    as an API wrote it."""
+    return value if isinstance(value, Usage) else usage_in(value)

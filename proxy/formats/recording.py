@@ -25,13 +25,13 @@ from typing import Any
 
 import orjson
 
-from proxy.apis import BY_NAME, MADE_UP
+from proxy.apis import BY_NAME, MADE_UP, usage_in
 from proxy.errors import LoadError
 from proxy.formats.chat import epoch, trajectory_from_messages
 from proxy.replay.content import text_of
 from proxy.replay.normalize import squash
 from proxy.replay.trajectory import Note, Recorded, Trajectory
-from proxy.replay.usage import OutOfRange, read_usage
+from proxy.replay.usage import OutOfRange
 
 
 def is_recording(first: Any) -> bool:
@@ -196,7 +196,9 @@ def trajectory_from_recording(
             continue
         index, exchange = steps[found]
         try:
-            usage = turn.usage or read_usage(_answer_usage(exchange))
+            usage = turn.usage or usage_in(
+                _answer_usage(exchange), BY_NAME.get(str(exchange.get("api")))
+            )
             created = turn.created or epoch(exchange.get("started"))
         except OutOfRange as exc:
             raise LoadError(t.source, index, str(exc)) from None

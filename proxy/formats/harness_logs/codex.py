@@ -38,7 +38,8 @@ from proxy.apis.responses_history import DISPATCH_FIELDS, content_parts
 from proxy.errors import LoadError
 from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Reader, Script
 from proxy.replay.content import appended, text_of
-from proxy.replay.trajectory import DISPATCH, dispatch_of
+from proxy.replay.trajectory import DISPATCH, Usage, dispatch_of
+from proxy.replay.usage import OutOfRange, nested, token_count
 
 # the fields of a call item the proxy reads or makes itself, and Codex's own bookkeeping (which it
 # takes out before a request to another provider: no harness dispatches by it); any other field is
@@ -131,8 +132,11 @@ class _Builder(Script):
     def read(self) -> None:
         for index, kind, payload in self.entries:
             if _boundary(kind, payload):
-                if self.current is not None and (usage := _last_usage(payload)) is not None:
-                    self.current["usage"] = usage  # what the response just completed cost
+                if self.current is not None and (counts := _last_usage(payload)) is not None:
+                    try:  # what the response just completed cost
+                        self.current["usage"] = token_counts(counts)
+                    except OutOfRange as exc:
+                        raise LoadError(self.source, index, str(exc)) from None
                 self.current = None
             if kind == "response_item":
                 if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
@@ -295,15 +299,37 @@ def _boundary(kind: str, payload: Any) -> bool:
     )
 
 
-def _last_usage(payload: Any) -> Any:
+def _last_usage(payload: Any) -> dict[str, Any] | None:
     """The token counts of the response a bookkeeping line closes, in Codex's own field names:
     a token_usage_record's `usage`, or a token_count event's `info.last_token_usage`."""
     if not isinstance(payload, dict):
         return None
-    if isinstance(payload.get("usage"), dict):
-        return payload["usage"]
+    usage = payload.get("usage")
+    if isinstance(usage, dict):
+        return usage
     info = payload.get("info")
-    return info.get("last_token_usage") if isinstance(info, dict) else None
+    last = info.get("last_token_usage") if isinstance(info, dict) else None
+    return last if isinstance(last, dict) else None
+
+
+def token_counts(value: dict[str, Any]) -> Usage | None:
+    """Codex's token counts (`cached_input_tokens`, `reasoning_output_tokens`, ...), or a
+    Responses usage's names, which a token_usage_record keeps; None when it holds no counts."""
+    if "input_tokens" not in value and "output_tokens" not in value:
+        return None
+    return Usage(
+        token_count(value.get("input_tokens")),
+        token_count(value.get("output_tokens")),
+        token_count(
+            nested(value, "input_tokens_details", "cached_tokens")
+            or value.get("cached_input_tokens")
+        ),
+        token_count(value.get("cache_write_input_tokens")),
+        token_count(
+            nested(value, "output_tokens_details", "reasoning_tokens")
+            or value.get("reasoning_output_tokens")
+        ),
+    )
 
 
 def _agent_id(output: str) -> str | None:

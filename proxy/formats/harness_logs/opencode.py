@@ -22,7 +22,8 @@ from typing import Any
 
 from proxy.errors import LoadError
 from proxy.formats.harness_logs.reader import Converted, Misfit, Reader
-from proxy.replay.trajectory import Note
+from proxy.replay.trajectory import Note, Usage
+from proxy.replay.usage import OutOfRange, token_count
 
 INTERRUPTED = "[Tool execution was interrupted]"  # what opencode sends for a call that never ended
 CLEARED = "[Old tool result content cleared]"  # ... and for an output compaction cleared
@@ -136,7 +137,10 @@ def _assistant(
             return
         message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
         if finish is not None:  # step-finish: what the step cost, its input less the cache's
-            message["usage"] = finish.get("tokens")
+            try:
+                message["usage"] = step_tokens(finish.get("tokens"))
+            except OutOfRange as exc:
+                raise LoadError(source, index, str(exc)) from None
         if reasoning:
             message["reasoning_content"] = "".join(reasoning)
         if calls:
@@ -203,3 +207,19 @@ def _string(part: dict[str, Any], key: str, source: str, index: int, j: int) -> 
 
 
 READER = Reader(name="opencode", lines=False, miss=miss, convert=convert)
+
+
+def step_tokens(value: Any) -> Usage | None:
+    """A step-finish's tokens: its input, output, reasoning and cache counts all apart."""
+    if not isinstance(value, dict) or not isinstance(value.get("cache"), dict):
+        return None
+    cache = value["cache"]
+    read, written = token_count(cache.get("read")), token_count(cache.get("write"))
+    reasoning = token_count(value.get("reasoning"))
+    return Usage(
+        token_count(value.get("input")) + read + written,
+        token_count(value.get("output")) + reasoning,
+        read,
+        written,
+        reasoning,
+    )

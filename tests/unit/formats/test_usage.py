@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
+from proxy.apis import BY_NAME, usage_in
 from proxy.errors import LoadError
 from proxy.formats import load_all
+from proxy.formats.harness_logs.codex import token_counts
+from proxy.formats.harness_logs.opencode import step_tokens
 from proxy.replay.trajectory import ToolCall, Turn, Usage
-from proxy.replay.usage import read_usage, stable_time, usage_for
+from proxy.replay.usage import stable_time, usage_for
 from tests.conftest import ROOT
 
 CORPUS = ROOT / "tests/fixtures/corpus"
@@ -21,9 +24,10 @@ LOGS = ROOT / "tests/fixtures/harness_logs"
 
 
 @pytest.mark.parametrize(
-    ("shape", "usage"),
+    ("name", "shape", "usage"),
     [
         (  # Chat Completions
+            "chat",
             {
                 "prompt_tokens": 100,
                 "completion_tokens": 20,
@@ -33,6 +37,7 @@ LOGS = ROOT / "tests/fixtures/harness_logs"
             Usage(100, 20, 60, 0, 5),
         ),
         (  # Responses
+            "responses",
             {
                 "input_tokens": 2940,
                 "input_tokens_details": {"cached_tokens": 2688},
@@ -42,6 +47,7 @@ LOGS = ROOT / "tests/fixtures/harness_logs"
             Usage(2940, 8, 2688),
         ),
         (  # Anthropic: the input it counts leaves out what the cache read and wrote
+            "anthropic",
             {
                 "input_tokens": 10,
                 "cache_read_input_tokens": 2000,
@@ -51,6 +57,7 @@ LOGS = ROOT / "tests/fixtures/harness_logs"
             Usage(2510, 7, 2000, 500),
         ),
         (  # Gemini: thoughts are apart from the candidates
+            "gemini",
             {
                 "promptTokenCount": 50,
                 "candidatesTokenCount": 10,
@@ -59,25 +66,41 @@ LOGS = ROOT / "tests/fixtures/harness_logs"
             },
             Usage(50, 14, 20, 0, 4),
         ),
-        (  # Codex's token counts
-            {
-                "input_tokens": 5,
-                "cached_input_tokens": 2,
-                "cache_write_input_tokens": 1,
-                "output_tokens": 7,
-                "reasoning_output_tokens": 3,
-            },
-            Usage(5, 7, 2, 1, 3),
-        ),
     ],
 )
-def test_usage_is_read_in_every_apis_shape(shape: dict[str, Any], usage: Usage) -> None:
-    assert read_usage(shape) == usage
+def test_usage_is_read_in_every_apis_shape(name: str, shape: dict[str, Any], usage: Usage) -> None:
+    assert usage_in(shape) == usage
+    assert BY_NAME[name].read_usage(shape) == usage  # its own API's row reads it
+
+
+def test_an_answers_usage_is_read_by_its_apis_row_first() -> None:
+    """A recording says which API answered: its row reads the usage, whatever the others would
+    make of it; a Messages API usage without its cache fields still reads (by the names it shares
+    with the Responses API)."""
+    shape = {"input_tokens": 10, "output_tokens": 7}
+    assert BY_NAME["anthropic"].read_usage(shape) is None
+    assert usage_in(shape, BY_NAME["anthropic"]) == Usage(10, 7)
+    assert usage_in({"prompt_tokens": 3}, BY_NAME["gemini"]) == Usage(3, 0)
+
+
+def test_the_harness_logs_own_counts_are_read_by_their_readers() -> None:
+    codex = {
+        "input_tokens": 5,
+        "cached_input_tokens": 2,
+        "cache_write_input_tokens": 1,
+        "output_tokens": 7,
+        "reasoning_output_tokens": 3,
+    }
+    assert token_counts(codex) == Usage(5, 7, 2, 1, 3)
+    assert token_counts({"total_tokens": 3}) is None
+    opencode = {"input": 5, "output": 7, "reasoning": 3, "cache": {"read": 2, "write": 1}}
+    assert step_tokens(opencode) == Usage(8, 10, 2, 1, 3)
+    assert step_tokens({"input": 5}) is None
 
 
 def test_what_is_no_usage_is_none() -> None:
-    assert read_usage(None) is None and read_usage({"total": 3}) is None and read_usage([1]) is None
-    assert read_usage({"input_tokens": -4, "output_tokens": "7"}) == Usage(0, 0)
+    assert usage_in(None) is None and usage_in({"total": 3}) is None and usage_in([1]) is None
+    assert usage_in({"input_tokens": -4, "output_tokens": "7"}) == Usage(0, 0)
 
 
 def test_an_estimate_is_about_four_characters_a_token_and_says_so() -> None:
@@ -137,7 +160,7 @@ def test_a_claude_code_turn_has_its_messages_last_usage_and_first_time() -> None
             usages[message["id"]] = message["usage"]  # each line repeats it: the last is whole
             times.setdefault(message["id"], entry["timestamp"])
     [t] = load_all(path)
-    expected = [read_usage(u) for u in usages.values()]
+    expected = [usage_in(u) for u in usages.values()]
     assert [turn.usage for turn in t.turns] == expected[: len(t.turns)]
     assert all(turn.created is not None for turn in t.turns)
 
@@ -158,7 +181,7 @@ def test_a_codex_turn_has_the_usage_its_response_was_recorded_with() -> None:
         if entry["type"] == "response_item" and side and start is None:
             start = index
         if entry["type"] == "token_usage_record":
-            recorded[start] = read_usage(payload["usage"])
+            recorded[start] = token_counts(payload["usage"])
             start = None
     [t] = load_all(path)
     assert len(t.turns) == 7 and len(recorded) == 8
@@ -187,7 +210,7 @@ def test_a_mini_swe_agent_turn_has_the_usage_of_the_completion_it_kept() -> None
     assert t.turns
     for turn in t.turns:
         response = messages[turn.index]["extra"]["response"]
-        assert turn.usage == read_usage(response["usage"]) and turn.usage is not None
+        assert turn.usage == usage_in(response["usage"]) and turn.usage is not None
         assert turn.created == response["created"]
     assert t.turns[0].usage == Usage(1689, 76, 1664)
 
@@ -215,14 +238,14 @@ def test_an_openhands_v0_turn_has_the_usage_of_its_model_response() -> None:
     [t] = load_all(path)
     calling = [turn for turn in t.turns if turn.tool_calls]
     assert len(calling) == len(responses) == 1
-    assert calling[0].usage == read_usage(responses[0]["usage"]) == Usage(2473, 10, 2304)
+    assert calling[0].usage == usage_in(responses[0]["usage"]) == Usage(2473, 10, 2304)
     assert calling[0].created == responses[0]["created"]
 
 
 def test_an_opencode_turn_has_its_steps_tokens() -> None:
     """opencode's step-finish tokens count input without the cache's, and output without the
     reasoning (opencode's session getUsage): both are put back."""
-    assert read_usage(
+    assert step_tokens(
         {"input": 10, "output": 5, "reasoning": 2, "cache": {"read": 100, "write": 20}}
     ) == Usage(130, 7, 100, 20, 2)
     path = LOGS / "opencode" / "session.json"
@@ -234,7 +257,7 @@ def test_an_opencode_turn_has_its_steps_tokens() -> None:
         if part.get("type") == "step-finish"
     ]
     [t] = load_all(path)
-    assert [turn.usage for turn in t.turns] == [read_usage(s) for s in steps][: len(t.turns)]
+    assert [turn.usage for turn in t.turns] == [step_tokens(s) for s in steps][: len(t.turns)]
     assert all(turn.usage is not None for turn in t.turns)
 
 

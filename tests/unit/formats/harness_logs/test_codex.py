@@ -74,7 +74,7 @@ def test_the_messages_are_what_codex_sent_the_model() -> None:
     mine = [
         {k: v for k, v in m.items() if k != "usage"}  # what the response cost: not sent back
         for m in c.messages
-        if "call_cx_4" not in json.dumps(m)
+        if "call_cx_4" not in json.dumps(m, default=str)
     ]
     assert mine[: len(sent)] == sent
     assert mine[len(sent)] == {"role": "assistant", "content": "All done."}  # its answer
