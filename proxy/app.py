@@ -48,7 +48,7 @@ def create_app(
 ) -> Front:
     """Trajectories are loaded here, not in the lifespan, so a bad file fails before binding.
     `apis`: the APIs served (the table in proxy.apis; a test adds one of its own)."""
-    runtime = _runtime(settings, store=store, upstream=upstream, library=library)
+    runtime = _runtime(settings, store=store, upstream=upstream, library=library, apis=apis)
     api = FastAPI(
         title="replay-proxy",
         version=__version__,
@@ -72,6 +72,7 @@ def _runtime(
     store: Store | None,
     upstream: Upstream | None,
     library: Library | None,
+    apis: Sequence[Api],
 ) -> Runtime:
     """The running proxy's parts, each made from the settings unless given."""
     if library is None:
@@ -79,6 +80,7 @@ def _runtime(
             settings.trajectory,
             settings.trajectory_dir,
             cache_bytes=settings.trajectory_cache_bytes,
+            apis={one.name: one for one in apis},
         )
     if store is None:
         store = open_store(settings.store, ttl=keys_live(settings.session_ttl))
@@ -115,7 +117,9 @@ def _runtime(
         upstream=upstream,
         rules=settings.rules(),
         metrics=Metrics(),
-        recorder=Recorder(settings.record_dir, secrets) if settings.record_dir else None,
+        recorder=Recorder(settings.record_dir, secrets, apis=library.apis)
+        if settings.record_dir
+        else None,
         dumper=Dumper(settings.dump_dir, store.next_sequence, secrets)
         if settings.dump_dir
         else None,

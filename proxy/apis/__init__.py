@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -326,8 +326,14 @@ BEDROCK = dataclasses.replace(
 )
 APIS = (CHAT, RESPONSES, ANTHROPIC, GEMINI, VERTEX, BEDROCK)
 BY_NAME = {api.name: api for api in APIS}
-# the starts of every id an API's reading makes up (a recording's calls that came without ids)
-MADE_UP = tuple(api.made_up for api in APIS if api.made_up is not None)
+
+
+def made_up_ids(apis: Iterable[Api]) -> tuple[str, ...]:
+    """The starts of every id these APIs' reading makes up (a recording's calls that came
+    without ids)."""
+    return tuple(api.made_up for api in apis if api.made_up is not None)
+
+
 # a usage whose API a file does not say is read by the first of these that knows its shape: the
 # Messages API's (known by its cache fields) before the Responses names it shares
 USAGE_ORDER = (GEMINI, CHAT, ANTHROPIC, RESPONSES)

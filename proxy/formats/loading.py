@@ -27,13 +27,13 @@ import gc
 import hashlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from proxy.apis import APIS
+from proxy.apis import APIS, BY_NAME, Api
 from proxy.errors import LoadError
 from proxy.formats.chat import trajectory_from_messages
 from proxy.formats.children import with_children
@@ -62,13 +62,18 @@ __all__ = [
 ]
 
 
-def load_file(path: Path, *, name: str | None = None) -> Trajectory:
+def load_file(
+    path: Path, *, name: str | None = None, apis: Mapping[str, Api] = BY_NAME
+) -> Trajectory:
     """The one trajectory in a file (a file of several is an error saying so)."""
-    return _one(load_all(path, name=name), str(path))
+    return _one(load_all(path, name=name, apis=apis), str(path))
 
 
-def load_all(path: Path, *, name: str | None = None) -> list[Trajectory]:
-    """Every trajectory in a file, or in an event-store directory."""
+def load_all(
+    path: Path, *, name: str | None = None, apis: Mapping[str, Api] = BY_NAME
+) -> list[Trajectory]:
+    """Every trajectory in a file, or in an event-store directory. `apis`: the APIs, by name, a
+    recording's exchanges may have been made in (the table; a test adds one of its own)."""
     if path.is_dir():
         doc, data = _directory(path)
         return _guarded(
@@ -80,9 +85,9 @@ def load_all(path: Path, *, name: str | None = None) -> list[Trajectory]:
         data = path.read_bytes()
     except OSError as exc:
         raise LoadError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
-    found = load_many(data, name=name or trajectory_name(path), source=str(path))
+    found = load_many(data, name=name or trajectory_name(path), source=str(path), apis=apis)
     if len(found) == 1:  # a run's own log: its subagents' transcripts may be kept beside it
-        found = [with_children(path, found[0], lambda p, n: load_file(p, name=n))]
+        found = [with_children(path, found[0], lambda p, n: load_file(p, name=n, apis=apis))]
     return found
 
 
@@ -94,12 +99,16 @@ def trajectory_name(path: Path) -> str:
     return path.name
 
 
-def load_bytes(data: bytes, *, name: str, source: str) -> Trajectory:
-    return _one(load_many(data, name=name, source=source), source)
+def load_bytes(
+    data: bytes, *, name: str, source: str, apis: Mapping[str, Api] = BY_NAME
+) -> Trajectory:
+    return _one(load_many(data, name=name, source=source, apis=apis), source)
 
 
-def load_many(data: bytes, *, name: str, source: str) -> list[Trajectory]:
-    return _guarded(lambda: _load(data, name=name, source=source))
+def load_many(
+    data: bytes, *, name: str, source: str, apis: Mapping[str, Api] = BY_NAME
+) -> list[Trajectory]:
+    return _guarded(lambda: _load(data, name=name, source=source, apis=apis))
 
 
 def read_with(reader: Reader, data: bytes, *, name: str, source: str) -> list[Trajectory]:
@@ -189,17 +198,18 @@ def _natural(path: Path) -> list[tuple[int, str]]:
 _DIGITS = re.compile(r"(\d+)")
 
 
-def _load(data: bytes, *, name: str, source: str) -> list[Trajectory]:
+def _load(data: bytes, *, name: str, source: str, apis: Mapping[str, Api]) -> list[Trajectory]:
     digest = _digest(data)
     if not data.strip():
         raise LoadError(source, None, "the file is empty")
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as whole_error:
-        return _from_lines(data, name=name, source=source, digest=digest, whole_error=whole_error)
+        return _from_lines(data, name, source, digest, whole_error, apis)
     _shallow(doc, source, None)
     if is_recording(doc):  # a recording of a single exchange
-        return [trajectory_from_recording([(0, doc)], name=name, source=source, digest=digest)]
+        one = [(0, doc)]
+        return [trajectory_from_recording(one, name=name, source=source, digest=digest, apis=apis)]
     return _from_document(doc, name=name, source=source, digest=digest)
 
 
@@ -328,12 +338,19 @@ _UNRECOGNISED = (
 
 
 def _from_lines(
-    data: bytes, *, name: str, source: str, digest: str, whole_error: orjson.JSONDecodeError
+    data: bytes,
+    name: str,
+    source: str,
+    digest: str,
+    whole_error: orjson.JSONDecodeError,
+    apis: Mapping[str, Api],
 ) -> list[Trajectory]:
     items, notes = _lines(data, source, whole_error)
     if is_recording(items[0][1]):
         return [
-            trajectory_from_recording(items, name=name, source=source, digest=digest, notes=notes)
+            trajectory_from_recording(
+                items, name=name, source=source, digest=digest, notes=notes, apis=apis
+            )
         ]
     misses: list[tuple[str, Misfit]] = []
     for reader in READERS:

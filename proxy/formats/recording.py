@@ -20,12 +20,12 @@ import dataclasses
 import hashlib
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from proxy.apis import BY_NAME, MADE_UP, usage_in
+from proxy.apis import BY_NAME, Api, made_up_ids, usage_in
 from proxy.errors import LoadError
 from proxy.formats.chat import epoch, trajectory_from_messages
 from proxy.replay.content import text_of
@@ -58,11 +58,12 @@ class Run:
     went_on: bool = False  # an answered exchange of another request came after that one
     stepped: bool = False  # it has a main-lane step
     main: bool = False  # it has a main-lane exchange
+    apis: Mapping[str, Api] = field(default_factory=lambda: BY_NAME)  # the APIs it was made in
 
     def begins_another(self, exchange: Mapping[str, Any]) -> str | None:
         """Why `exchange` begins another run, or None when it belongs to this one."""
         lane = exchange.get("lane")
-        if lane == "main" and self.stepped and starts_a_loop(exchange):
+        if lane == "main" and self.stepped and starts_a_loop(exchange, self.apis):
             return (
                 "its conversation starts over (a request with no answer of the model in it, "
                 "after the run's steps)"
@@ -87,7 +88,7 @@ class Run:
             self.went_on = True
 
 
-def starts_a_loop(exchange: Mapping[str, Any]) -> bool:
+def starts_a_loop(exchange: Mapping[str, Any], apis: Mapping[str, Api] = BY_NAME) -> bool:
     """A request that begins an agent loop: its history is the task (a user message) with only
     system and developer messages beside it, no answer of the model and no tool result, and it
     continues no stored response."""
@@ -95,7 +96,7 @@ def starts_a_loop(exchange: Mapping[str, Any]) -> bool:
     if not isinstance(request, dict) or request.get("previous_response_id"):
         return False
     try:
-        history = _chat_history(request, str(exchange.get("api", "chat")), "", 0)
+        history = _chat_history(request, str(exchange.get("api", "chat")), "", 0, apis)
     except LoadError:
         return False
     roles = [m.get("role") if isinstance(m, dict) else None for m in history]
@@ -107,9 +108,11 @@ def _key(exchange: Mapping[str, Any]) -> tuple[str, bytes]:
     return str(exchange.get("lane")), hashlib.sha256(body).digest()
 
 
-def one_run(lines: Sequence[tuple[int, Any]], source: str) -> None:
+def one_run(
+    lines: Sequence[tuple[int, Any]], source: str, apis: Mapping[str, Api] = BY_NAME
+) -> None:
     """A LoadError at the line where a second run of the session begins, if one does."""
-    run = Run()
+    run = Run(apis=apis)
     for k, (index, exchange) in enumerate(lines):
         if not is_recording(exchange):
             return  # said by the caller
@@ -136,8 +139,10 @@ def trajectory_from_recording(
     source: str,
     digest: str,
     notes: Sequence[Note] = (),
+    apis: Mapping[str, Api] = BY_NAME,
 ) -> Trajectory:
-    one_run(lines, source)
+    """The run a recording holds, its exchanges read through the APIs they were made in."""
+    one_run(lines, source, apis)
     steps: list[tuple[int, dict[str, Any]]] = []
     others: list[tuple[int, dict[str, Any]]] = []
     for index, exchange in lines:
@@ -149,7 +154,7 @@ def trajectory_from_recording(
         else:
             others.append((index, exchange))
     if not steps:
-        steps = _text_based_steps(others, source)
+        steps = _text_based_steps(others, source, apis)
     in_steps = {index for index, _ in steps}
     side = [_recorded(index, e, source) for index, e in others if index not in in_steps]
     # a retry repeats its request: the later attempt is the step
@@ -166,8 +171,11 @@ def trajectory_from_recording(
     held_once([e["request"] for _, e in steps])
     last_index, last = steps[-1]
     sent = last.get("forwarded") or last["request"]
-    messages = _chat_history(sent, last.get("api", "chat"), source, last_index)
-    conversation = _with_recorded_answers([*messages, last["message"]], [e for _, e in steps])
+    messages = _chat_history(sent, last.get("api", "chat"), source, last_index, apis)
+    made_up = made_up_ids(apis.values())
+    conversation = _with_recorded_answers(
+        [*messages, last["message"]], [e for _, e in steps], made_up
+    )
     try:
         t = trajectory_from_messages(
             conversation, name=name, source=source, fmt="recording", digest=digest
@@ -181,7 +189,7 @@ def trajectory_from_recording(
     # scan all the later ones)
     where: dict[tuple[str, ...], list[int]] = {}
     for k, (_, e) in enumerate(steps):
-        where.setdefault(_ids(e["message"]), []).append(k)
+        where.setdefault(_ids(e["message"], made_up), []).append(k)
     turns = []
     at = 0
     for turn in t.turns:
@@ -196,9 +204,7 @@ def trajectory_from_recording(
             continue
         index, exchange = steps[found]
         try:
-            usage = turn.usage or usage_in(
-                _answer_usage(exchange), BY_NAME.get(str(exchange.get("api")))
-            )
+            usage = turn.usage or usage_in(*_answer_usage(exchange, apis))
             created = turn.created or epoch(exchange.get("started"))
         except OutOfRange as exc:
             raise LoadError(t.source, index, str(exc)) from None
@@ -241,11 +247,13 @@ def _first(steps: list[int] | None, at: int) -> int | None:
     return steps[k] if k < len(steps) else None
 
 
-def _chat_history(sent: Any, api: str, source: str, index: int) -> list[Any]:
+def _chat_history(
+    sent: Any, api: str, source: str, index: int, apis: Mapping[str, Api]
+) -> list[Any]:
     """The conversation of a recorded request, as chat messages, whatever API it used."""
     if not isinstance(sent, dict):
         raise LoadError(source, index, "the exchange has no request body")
-    known = BY_NAME.get(api)
+    known = apis.get(api)
     if known is None:
         raise LoadError(source, index, f"the exchange was made through an unknown API {api!r}")
     history = known.to_chat(sent, source)
@@ -255,7 +263,7 @@ def _chat_history(sent: Any, api: str, source: str, index: int) -> list[Any]:
 
 
 def _text_based_steps(
-    exchanges: list[tuple[int, dict[str, Any]]], source: str
+    exchanges: list[tuple[int, dict[str, Any]]], source: str, apis: Mapping[str, Api]
 ) -> list[tuple[int, dict[str, Any]]]:
     """A harness that calls its tools through text sends no tools, so all its requests were
     recorded as tool-less: its agent loop is the chain of tool-less exchanges in which each request
@@ -267,7 +275,7 @@ def _text_based_steps(
             continue
         sent = exchange.get("forwarded") or exchange["request"]
         try:
-            history = _chat_history(sent, exchange.get("api", "chat"), source, index)
+            history = _chat_history(sent, exchange.get("api", "chat"), source, index, apis)
         except LoadError:
             continue
         keyed.append((index, exchange, [_said(m) for m in history], _said(exchange["message"])))
@@ -297,13 +305,13 @@ def _usable_step(exchange: Mapping[str, Any]) -> bool:
     )
 
 
-def _ids(message: dict[str, Any]) -> tuple[str, ...]:
+def _ids(message: dict[str, Any], made_up: tuple[str, ...]) -> tuple[str, ...]:
     """What finds a recorded answer's turn in the conversation: its call ids, or, for calls that
     came without ids (made up from their place in the answer alone: the Api row's `made_up`), their
     names and arguments; a text answer by its text."""
     calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
     ids = tuple(str(c.get("id")) for c in calls)
-    if ids and all(i.startswith(MADE_UP) for i in ids):
+    if ids and made_up and all(i.startswith(made_up) for i in ids):
         return (
             "calls",
             *(f"{c['function']['name']}\x00{c['function']['arguments']}" for c in calls),
@@ -314,28 +322,32 @@ def _ids(message: dict[str, Any]) -> tuple[str, ...]:
     return ("text", squash(content) if isinstance(content, str) else "")  # echoed back re-wrapped
 
 
-def _with_recorded_answers(conversation: list[Any], steps: list[dict[str, Any]]) -> list[Any]:
+def _with_recorded_answers(
+    conversation: list[Any], steps: list[dict[str, Any]], made_up: tuple[str, ...]
+) -> list[Any]:
     """The harness may re-serialise what it echoes back; serve what was really answered."""
     # an answer whose calls came without ids is not put in: the history's ids are the ones the
     # harness used (its own, or the places they hold in the conversation)
-    answers = {k: e["message"] for e in steps if (k := _ids(e["message"]))[:1] != ("calls",)}
+    answers = {
+        k: e["message"] for e in steps if (k := _ids(e["message"], made_up))[:1] != ("calls",)
+    }
     out = []
     for message in conversation:
         if isinstance(message, dict) and message.get("role") == "assistant":
-            message = answers.get(_ids(message), message)
+            message = answers.get(_ids(message, made_up), message)
         out.append(message)
     return out
 
 
-def _answer_usage(exchange: dict[str, Any]) -> Any:
-    """The usage the recorded answer carried, in its API's shape (its row's `usage_field`): a
-    JSON answer's own, or for a stream the last one its events carried (Anthropic's:
+def _answer_usage(exchange: dict[str, Any], apis: Mapping[str, Api]) -> tuple[Any, Api | None]:
+    """The usage the recorded answer carried, in its API's shape (its row's `usage_field`), and
+    that API: a JSON answer's own, or for a stream the last one its events carried (Anthropic's:
     message_start's, then message_delta's)."""
-    api = BY_NAME.get(str(exchange.get("api")))
-    field = api.usage_field if api is not None else "usage"
+    api = apis.get(str(exchange.get("api")))
+    named = api.usage_field if api is not None else "usage"
     response = exchange.get("response")
     if isinstance(response, dict):
-        return response.get(field)
+        return response.get(named), api
     found: dict[str, Any] = {}
     for event in exchange.get("events") or []:
         data = event.partition("data: ")[2] if isinstance(event, str) else ""
@@ -346,10 +358,10 @@ def _answer_usage(exchange: dict[str, Any]) -> Any:
         except orjson.JSONDecodeError:
             continue
         inner = chunk.get("message") or chunk.get("response") or {}
-        usage = chunk.get(field) or (inner.get(field) if isinstance(inner, dict) else None)
+        usage = chunk.get(named) or (inner.get(named) if isinstance(inner, dict) else None)
         if isinstance(usage, dict):
             found = {**found, **usage}
-    return found or None
+    return found or None, api
 
 
 def _recorded(index: int, exchange: dict[str, Any], source: str) -> Recorded:

@@ -11,7 +11,6 @@ from typing import Any
 
 from starlette.responses import Response
 
-from proxy.apis import BY_NAME
 from proxy.errors import Fenced, ProxyError, ReplayDiverged
 from proxy.http.answers import own_headers, rendered
 from proxy.http.incoming import Incoming
@@ -71,7 +70,8 @@ async def answer_recorded(
             if tap is not None:
                 tap.exchange.source = Source.STRICT
                 on_complete = functools.partial(tap.replayed, recorded, ref)
-            framing = BY_NAME[recorded.api].framing if recorded.api in BY_NAME else None
+            made_in = runtime.library.apis.get(recorded.api)  # the API the recording was made in
+            framing = made_in.framing if made_in is not None else None
             return rendered(
                 framing.out([recorded.body]) if framing and recorded.stream else [recorded.body],
                 headers,

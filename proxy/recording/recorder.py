@@ -20,7 +20,7 @@ import logging
 import os
 import secrets as random
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import IO, Any
 
 import orjson
 
+from proxy.apis import BY_NAME, Api
 from proxy.formats.recording import Run
 from proxy.names import file_in
 
@@ -111,11 +112,18 @@ class _RunFile:
 
 class Recorder:
     def __init__(
-        self, folder: Path, secrets: Iterable[str] = (), *, instance: str | None = None
+        self,
+        folder: Path,
+        secrets: Iterable[str] = (),
+        *,
+        instance: str | None = None,
+        apis: Mapping[str, Api] = BY_NAME,
     ) -> None:
         """`instance`: the `serve` this recorder is part of (its workers share it), by default
-        the one `serve` put in the environment for its workers, else a new one."""
+        the one `serve` put in the environment for its workers, else a new one. `apis`: the APIs
+        served, by name (whose histories tell where a run starts over)."""
         folder.mkdir(parents=True, exist_ok=True)
+        self.apis = apis
         self.folder = folder
         self.secrets = tuple(s for s in secrets if s)
         serve = instance or os.environ.get(INSTANCE_VARIABLE) or random.token_hex(8)
@@ -199,7 +207,7 @@ class Recorder:
             return known, newest
         if newest == 0:
             return None, 0
-        found = _RunFile(newest, self.path_for(session, newest), Run())
+        found = _RunFile(newest, self.path_for(session, newest), Run(apis=self.apis))
         _catch_up(found)
         ours = found.run.id is not None and found.run.id.startswith(self._serve)
         if not ours or found.session != session:
@@ -220,7 +228,9 @@ class Recorder:
                 break
             except FileExistsError:  # a file of another session whose id ends in .N
                 number += 1
-        started = _RunFile(number, path, Run(id=f"{self._serve}{random.token_hex(6)}"), session)
+        started = _RunFile(
+            number, path, Run(id=f"{self._serve}{random.token_hex(6)}", apis=self.apis), session
+        )
         self._keep(session, started)
         if because is not None:
             log.info(

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from proxy.apis import BY_NAME, Api
 from proxy.errors import LoadError, TrajectoryUnusable
 from proxy.formats import load_all, load_bytes, trajectory_name
 from proxy.names import inside, is_valid_name
@@ -46,8 +47,10 @@ class Library:
         in_folder: Sequence[Trajectory] = (),
         *,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        apis: Mapping[str, Api] = BY_NAME,
     ) -> None:
         self.files = tuple(files)  # in command-line order: the unclaimed candidates
+        self.apis = apis  # the APIs a recording's exchanges may be in, by name
         self.folder = folder
         self._by_name: dict[str, Trajectory] = {t.name: t for t in (*files, *in_folder)}
         self._by_task: dict[str, list[Trajectory]] = {}
@@ -60,7 +63,12 @@ class Library:
 
     @classmethod
     def load(
-        cls, files: Sequence[Path], folder: Path | None, *, cache_bytes: int = DEFAULT_CACHE_BYTES
+        cls,
+        files: Sequence[Path],
+        folder: Path | None,
+        *,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        apis: Mapping[str, Api] = BY_NAME,
     ) -> Library:
         """Load everything, collecting every error before giving up."""
         errors: list[LoadError | str] = []
@@ -88,7 +96,7 @@ class Library:
                 )
                 continue
             try:
-                found = load_all(path)  # a file of rollouts holds several, named NAME.LINE
+                found = load_all(path, apis=apis)  # a file of rollouts: several, named NAME.LINE
             except LoadError as exc:
                 errors.append(exc)
                 continue
@@ -103,7 +111,7 @@ class Library:
                 into.append(trajectory)
         if errors:
             raise LibraryError(errors)
-        return cls(loaded, folder, in_folder, cache_bytes=cache_bytes)
+        return cls(loaded, folder, in_folder, cache_bytes=cache_bytes, apis=apis)
 
     def __len__(self) -> int:
         return len(self._by_name)
@@ -170,7 +178,7 @@ class Library:
         if failed is not None and failed[0] == version:
             raise TrajectoryUnusable(failed[1])  # the same file failed before: not parsed again
         try:
-            held = tuple(load_all(path))  # a file of rollouts: all of them, in one parse
+            held = tuple(load_all(path, apis=self.apis))  # a file of rollouts: all, in one parse
         except LoadError as exc:
             reason = f"x-replay-trajectory: trajectory {name!r} cannot be loaded: {exc}"
             self._failed[path] = (version, reason)
@@ -194,7 +202,9 @@ class Library:
     async def admin(self, data: bytes, session: str) -> Trajectory:
         """Parse an admin script (in a thread) and keep it by content digest."""
         name = f"admin:{session}"
-        trajectory = await asyncio.to_thread(load_bytes, data, name=name, source=name)
+        trajectory = await asyncio.to_thread(
+            load_bytes, data, name=name, source=name, apis=self.apis
+        )
         self.cache.put(("admin", trajectory.digest), trajectory, len(data))
         return trajectory
 
