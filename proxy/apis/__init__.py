@@ -12,6 +12,7 @@ proxy learns about an API: a new API is a module and a row.
     bedrock.py     Anthropic on Bedrock (/model/{model}/invoke-with-response-stream)
     framing.py     how a stream's events cross the wire (SSE; eventstream.py: Bedrock's frames)
     *_history.py   a conversation in the API's shape as chat messages (recordings, trajectory files)
+    idless.py      calls that come without ids: a made-up id, and results matched by name
     readback.py    an answer read back from the wire (recordings, dumps), SSE split into events
     request.py     what every request body must have before the decision reads it
     responses_socket.py  a Responses WebSocket frame read as a request body, and the proxy's own

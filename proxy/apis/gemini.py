@@ -23,7 +23,8 @@ from typing import Any
 
 import orjson
 
-from proxy.apis.gemini_history import Unanswered, contents_to_chat, parts_text, response_text
+from proxy.apis.gemini_history import contents_to_chat, parts_text, response_text
+from proxy.apis.idless import Unanswered
 from proxy.apis.readback import Assembled, arguments_object, event_data, sse_events
 from proxy.apis.request import malformed, spliced, tool_names
 from proxy.errors import BadRequest

@@ -10,12 +10,11 @@ is the system prompt.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from proxy.apis.idless import Unanswered, made_up_id
 from proxy.errors import LoadError
 from proxy.replay.trajectory import DISPATCH, Usage, dispatch_of
 from proxy.replay.usage import token_count
@@ -82,8 +81,7 @@ MADE_UP = "gemini_"  # the start of an id made for a functionCall that came with
 
 def call_id(position: tuple[int, int], name: str) -> str:
     """The id of a functionCall that has none: from its place (content, part) and name."""
-    digest = hashlib.sha256(f"{position[0]}:{position[1]}:{name}".encode()).hexdigest()[:24]
-    return MADE_UP + digest
+    return made_up_id(MADE_UP, position, name)
 
 
 def contents_to_chat(
@@ -156,45 +154,6 @@ def contents_to_chat(
             out.append({"role": "user", "content": "\n".join(texts)})
             indexes.append(index)
     return out, indexes
-
-
-class Unanswered:
-    """The calls whose response has not come yet. A functionResponse answers the call with its
-    id, else the oldest unanswered call of its name (the response has no id, or one no call has:
-    a client that got a call without an id may make one up). Found through queues by id and by
-    name, not by scanning the calls per response (quadratic in a long conversation)."""
-
-    def __init__(self) -> None:
-        self._calls: dict[int, str] = {}  # the id of each unanswered call, by its order
-        self._by_id: dict[str, deque[int]] = {}  # orders, oldest first; answered ones left in
-        self._by_name: dict[str, deque[int]] = {}
-        self._added = 0
-
-    def add(self, name: str, ident: str) -> None:
-        order = self._added
-        self._added += 1
-        self._calls[order] = ident
-        self._by_id.setdefault(ident, deque()).append(order)
-        self._by_name.setdefault(name, deque()).append(order)
-
-    def answer(self, response: dict[str, Any]) -> str:
-        """The id of the call `response` answers, which is answered from now on."""
-        given = response.get("id")
-        name = response.get("name")
-        found = self._oldest(self._by_id, given) if isinstance(given, str) and given else None
-        if found is None and isinstance(name, str):
-            found = self._oldest(self._by_name, name)
-        if found is None:
-            return given if isinstance(given, str) and given else str(name)
-        return self._calls.pop(found)
-
-    def _oldest(self, queues: dict[str, deque[int]], key: str) -> int | None:
-        queue = queues.get(key)
-        while queue:
-            if queue[0] in self._calls:
-                return queue[0]
-            queue.popleft()  # answered through the other queue
-        return None
 
 
 def response_text(response: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from proxy import admin_token
+from proxy.apis import Api
 from proxy.errors import BadRequest, Forbidden, LoadError, NotFound, NotRecorded, Unauthorized
 from proxy.formats import load_file
 from proxy.formats.rollout import line as rollout_line
@@ -168,7 +170,7 @@ async def get_rollout(request: Request, session: str) -> Response:
     if path is None:
         raise NotRecorded(f"no recording of session {session!r} in {runtime.recorder.folder}")
     try:
-        line = await asyncio.to_thread(_rollout_of, path)
+        line = await asyncio.to_thread(_rollout_of, path, runtime.library.apis)
     except LoadError as exc:
         raise NotRecorded(
             f"session {session!r}: its recording holds no run to export: {exc}"
@@ -176,8 +178,8 @@ async def get_rollout(request: Request, session: str) -> Response:
     return Response(line, media_type="application/json")
 
 
-def _rollout_of(path: Path) -> bytes:
-    return rollout_line(load_file(path))
+def _rollout_of(path: Path, apis: Mapping[str, Api]) -> bytes:
+    return rollout_line(load_file(path, apis=apis))
 
 
 @router.put("/sessions/{session}")

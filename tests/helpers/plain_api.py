@@ -1,19 +1,25 @@
 """A fifth API, small on purpose, made only for the test that a new API is one module and one row
 (tests/wire/apis/test_fifth_api.py). It is what a maintainer adding an API writes: how a request
 is read into a Conversation, how a scripted turn is written (JSON and a stream), where user
-messages are spliced, how an answer is read back, its history as chat messages and its error
-shape. Nothing else in the proxy learns about it: the row below is handed to create_app.
+messages are spliced, how an answer is read back, its history as chat messages, its usage, its
+error shape and its key header. Nothing else in the proxy learns about it: the row below is handed
+to create_app.
 
 The wire shape, invented for the test:
 
     POST /v1/plain   {"model", "stream", "tools": ["bash"], "turns": [
                         {"role": "system" | "user", "text"},
-                        {"role": "agent", "text", "calls": [{"id", "name", "args"}]},
-                        {"role": "tool", "id", "output"}]}
-    answer           {"id", "model", "text", "calls": [...], "done": "calls" | "text"}
-    stream           data: {"text"} / data: {"call": {...}} ... / data: {"done"} / data: [END]
+                        {"role": "agent", "text", "calls": [{"id"?, "name", "args"}]},
+                        {"role": "tool", "id"? , "name"?, "output"}]}
+    answer           {"id", "model", "text", "calls": [...], "done": "calls" | "text",
+                      "spent": {"in", "out"}}
+    stream           data: {"text"} / data: {"call": {...}} ... / data: {"done", "spent"} /
+                     data: [END]
     error            {"problem": {"status", "detail"}}
     credentials      x-plain-key: KEY
+
+A call may come without an id (as the Gemini API allows): its result then names the call's tool,
+and answers the oldest unanswered call of that name.
 """
 
 from __future__ import annotations
@@ -24,16 +30,19 @@ from typing import Any
 import orjson
 
 from proxy.apis import Api, FileShape
+from proxy.apis.idless import Unanswered, made_up_id
 from proxy.apis.readback import Assembled, sse_events
 from proxy.apis.request import malformed, opened, spliced
 from proxy.replay.content import text_of
-from proxy.replay.conversation import Call, Conversation, Reply, Result, fold_greeting
+from proxy.replay.conversation import NO_ID, Call, Conversation, Reply, Result, fold_greeting
 from proxy.replay.splice import Insertion
-from proxy.replay.trajectory import Turn
+from proxy.replay.trajectory import Turn, Usage
+from proxy.replay.usage import NO_USAGE, token_count
 from proxy.upstream.dialect import COMMON, Dialect
 
 PATH = "/v1/plain"
 KEY_HEADER = "x-plain-key"
+MADE_UP = "plain_"  # the start of an id its reading makes up for a call that came without one
 
 
 def parse(body: Any) -> Conversation:
@@ -45,19 +54,23 @@ def parse(body: Any) -> Conversation:
         "plain", model, body.get("stream") is True, False, tuple(tools), False, len(turns)
     )
     systems: list[str] = []
+    unanswered = Unanswered()
     for pos, turn in enumerate(turns):
         path = ("turns", pos)
         if not isinstance(turn, dict) or not isinstance(turn.get("role"), str):
             raise malformed(path, "must be an object with a role")
         role, text = turn["role"], str(turn.get("text") or "")
         if role == "agent":
-            calls = [
-                Call(c["id"], c["name"], c["args"], (*path, "calls", j, "id"), (*path, "calls", j))
-                for j, c in enumerate(turn.get("calls") or [])
-            ]
+            calls = []
+            for j, c in enumerate(turn.get("calls") or []):
+                ident = c.get("id") or f"{NO_ID}{pos}.{j}"  # id-less: matched by its name
+                at = (*path, "calls", j)
+                calls.append(Call(ident, c["name"], c["args"], (*at, "id"), (*at, "name")))
+                unanswered.add(c["name"], ident)
             conv.replies.append(Reply(pos, path, text, calls, (*path, "calls"), pos))
         elif role == "tool":
-            conv.results.append(Result(pos, (*path, "output"), turn["id"], turn["output"]))
+            answered = unanswered.answer(turn)
+            conv.results.append(Result(pos, (*path, "output"), answered, turn["output"]))
         elif role == "user":
             conv.users[pos] = text
             conv.task = text if conv.task is None else conv.task
@@ -68,18 +81,29 @@ def parse(body: Any) -> Conversation:
 
 
 def _calls(turn: Turn) -> list[dict[str, str]]:
-    return [{"id": c.id, "name": c.name, "args": c.arguments} for c in turn.tool_calls]
+    """A call that came without an id goes out without one again: the id was made up."""
+    return [
+        {"name": c.name, "args": c.arguments}
+        if c.id.startswith(MADE_UP)
+        else {"id": c.id, "name": c.name, "args": c.arguments}
+        for c in turn.tool_calls
+    ]
+
+
+def _spent(turn: Turn) -> dict[str, int]:
+    usage = turn.usage or NO_USAGE
+    return {"in": usage.input, "out": usage.output}
 
 
 def whole(turn: Turn, conv: Conversation, body: dict[str, Any], key: str) -> bytes:
     done = "calls" if turn.tool_calls else "text"
     answer = {"id": f"plain-{key}", "model": conv.model, "text": turn.text, "calls": _calls(turn)}
-    return orjson.dumps({**answer, "done": done})
+    return orjson.dumps({**answer, "done": done, "spent": _spent(turn)})
 
 
 def stream(turn: Turn, conv: Conversation, body: dict[str, Any], key: str) -> list[bytes]:
     events = [{"text": turn.text}, *({"call": c} for c in _calls(turn))]
-    events.append({"done": "calls" if turn.tool_calls else "text"})
+    events.append({"done": "calls" if turn.tool_calls else "text", "spent": _spent(turn)})
     return [b"data: " + orjson.dumps(e) + b"\n\n" for e in events] + [b"data: [END]\n\n"]
 
 
@@ -97,30 +121,49 @@ def read_answer(raw: bytes, stream: bool) -> Assembled:
         parts = [orjson.loads(e.removeprefix("data: ")) for e in events if e != "data: [END]"]
         text = "".join(p.get("text", "") for p in parts)
         calls = [p["call"] for p in parts if "call" in p]
-        done = next(p["done"] for p in parts if "done" in p)
+        end = next(p for p in parts if "done" in p)
     else:
         events = None
-        answer = orjson.loads(raw)
-        text, calls, done = answer["text"], answer["calls"], answer["done"]
+        end = orjson.loads(raw)
+        text, calls = end["text"], end["calls"]
+    message = _message(text, calls, 0)
+    return Assembled(
+        message, "tool_calls" if end["done"] == "calls" else "stop", end.get("spent"), events
+    )
+
+
+def _message(text: str, calls: list[dict[str, Any]], at: int) -> dict[str, Any]:
+    """An agent turn as a chat message; a call without an id gets one from its place."""
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if calls:
         message["tool_calls"] = [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["args"]}}
-            for c in calls
+            {"id": c.get("id") or made_up_id(MADE_UP, (at, j), c["name"]), "type": "function",
+             "function": {"name": c["name"], "arguments": c["args"]}}
+            for j, c in enumerate(calls)
         ]  # fmt: skip
-    return Assembled(message, "tool_calls" if done == "calls" else "stop", None, events)
+    return message
+
+
+def read_usage(value: dict[str, Any]) -> Usage | None:
+    if "in" not in value and "out" not in value:
+        return None
+    return Usage(token_count(value.get("in")), token_count(value.get("out")))
 
 
 def to_chat(turns: Sequence[Any], source: str, body: dict[str, Any]) -> tuple[list[Any], list[int]]:
     """Its history as chat messages, each with the index of the turn it came from."""
     out: list[Any] = []
-    for turn in turns:
+    unanswered = Unanswered()
+    for at, turn in enumerate(turns):
         role = turn["role"]
         if role == "agent":
-            answer = {"text": turn.get("text") or "", "calls": turn.get("calls") or []}
-            out.append(read_answer(orjson.dumps({**answer, "done": ""}), False).message)
+            message = _message(turn.get("text") or "", turn.get("calls") or [], at)
+            for call in message.get("tool_calls", []):
+                unanswered.add(call["function"]["name"], call["id"])
+            out.append(message)
         elif role == "tool":
-            out.append({"role": "tool", "tool_call_id": turn["id"], "content": turn["output"]})
+            answered = unanswered.answer(turn)
+            out.append({"role": "tool", "tool_call_id": answered, "content": turn["output"]})
         else:
             out.append({"role": role, "content": turn.get("text") or ""})
     return out, list(range(len(out)))
@@ -147,4 +190,7 @@ PLAIN = Api(
     error_shape="plain",
     # its own key header: the proxy's key goes there, and a client's is never written down
     upstream=Dialect(key_header=KEY_HEADER.encode(), credentials=COMMON | {KEY_HEADER.encode()}),
+    usage_field="spent",
+    read_usage=read_usage,
+    made_up=MADE_UP,
 )

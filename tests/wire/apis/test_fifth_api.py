@@ -5,6 +5,8 @@ in everything an API does, over real sockets: scripted turns as JSON and as a st
 part forwarded to its path upstream (the proxy's key in the API's own key header, a client's
 never written down), a divergence and a malformed body answered in its own error
 shape, the exchange recorded with its answer read back, and its path in the OpenAPI document.
+A run whose calls come without ids is recorded live, then replayed strictly from that recording
+with the usage the API reported (its own field, read by its row), and exported as a rollout.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from starlette.responses import Response
 from proxy.apis import APIS
 from proxy.app import create_app
 from proxy.config import Settings
-from tests.helpers.plain_api import KEY_HEADER, PATH, PLAIN, read_answer
+from tests.helpers.plain_api import KEY_HEADER, MADE_UP, PATH, PLAIN, read_answer
 from tests.helpers.servers import FakeUpstream, Seen, running
 
 TASK = "Make notes.txt, then say so."
@@ -166,3 +168,80 @@ def test_the_openapi_document_lists_the_new_api_from_its_row(
     assert paths[PATH]["post"]["summary"].startswith("The plain test API")
     assert "plain-shaped" in paths[PATH]["post"]["responses"]["400"]["description"]
     assert "/v1beta/models/{model}:generateContent" in paths  # and the built-in ones still
+
+
+ADMIN = "plain-admin-token-8f3Kq2"
+LS = '{"command": "ls"}'
+LOOKED = {"role": "agent", "text": "Looking.", "calls": [{"name": "bash", "args": LS}]}
+ANSWERED = {"role": "tool", "name": "bash", "output": "a.txt"}  # by the call's name: no id
+
+
+def _idless(seen: Seen) -> Response:
+    """The model of the API, answering with calls that carry no id, and its usage as `spent`."""
+    if not any(t["role"] == "agent" for t in seen.json["turns"]):
+        calls = [{"name": "bash", "args": LS}]
+        body = {"id": "up-1", "model": "m", "text": "Looking.", "calls": calls, "done": "calls"}
+        body["spent"] = {"in": 120, "out": 9}
+    else:
+        body = {"id": "up-2", "model": "m", "text": "One file.", "calls": [], "done": "text"}
+        body["spent"] = {"in": 150, "out": 4}
+    return Response(orjson.dumps(body), media_type="application/json")
+
+
+def _status(url: str, session: str) -> dict[str, Any]:
+    got = httpx.get(
+        f"{url}/replay/sessions/{session}", headers={"authorization": f"Bearer {ADMIN}"}
+    )
+    assert got.status_code == 200, got.text
+    return dict(got.json())
+
+
+def test_an_id_less_run_is_recorded_then_replayed_strictly_with_its_own_usage(
+    tmp_path: Path,
+) -> None:
+    records = tmp_path / "records"
+    upstream = FakeUpstream(fallback=_idless)
+    with running(upstream.app) as up:
+        settings = Settings(
+            upstream=up + "/v1", upstream_api_key=PROXY_KEY, record_dir=records, admin_token=ADMIN
+        )
+        with running(create_app(settings, apis=(*APIS, PLAIN))) as url:
+            first = ask(url, OPENING, session="run")
+            assert first.json()["calls"] == [{"name": "bash", "args": LS}]  # no id, as sent
+            last = ask(url, [*OPENING, LOOKED, ANSWERED], session="run")
+            assert last.json()["text"] == "One file."
+            rollout = httpx.get(
+                f"{url}/replay/sessions/run/rollout", headers={"authorization": f"Bearer {ADMIN}"}
+            )
+    # the rollout read the recording through the row: both answers' usage, from `spent`
+    assert rollout.status_code == 200, rollout.text
+    usage = rollout.json()["response"]["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (270, 13)
+    recording = records / "run.jsonl"
+
+    strict = Settings(trajectory=(recording,), mode="strict", admin_token=ADMIN)
+    with running(create_app(strict, apis=(*APIS, PLAIN))) as url:
+        again = ask(url, OPENING, session="run")
+        assert again.status_code == 200, again.text
+        assert again.headers["x-replay-source"] == "scripted"
+        # the recorded answer as it was: its call with no id, the usage the API reported
+        assert again.json()["calls"] == [{"name": "bash", "args": LS}]
+        assert again.json()["spent"] == {"in": 120, "out": 9}
+        # asked as a stream, the turn is rendered by the row: the made-up id stays the proxy's
+        # own, and the usage is the recorded one, read through the row's read_usage
+        streamed = ask(url, [*OPENING, LOOKED, ANSWERED], session="run", stream=True)
+        assert streamed.status_code == 200, streamed.text
+        events = [
+            orjson.loads(e[6:]) for e in streamed.text.split("\n\n") if e.startswith("data: {")
+        ]
+        assert events[0]["text"] == "One file."
+        assert events[-1] == {"done": "text", "spent": {"in": 150, "out": 4}}
+        assert MADE_UP not in streamed.text
+        assert _status(url, "run")["usage"] == {"recorded": 2, "estimated": 0}
+
+        # a run whose tool printed something else is not the recorded run
+        ask(url, OPENING, session="changed")
+        changed = ask(url, [*OPENING, LOOKED, {**ANSWERED, "output": "b.txt"}], session="changed")
+        assert changed.status_code != 200
+        detail = changed.json()["problem"]["detail"]
+        assert "strict replay" in detail and "turns[3].output" in detail, detail
