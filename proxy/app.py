@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from proxy import __version__, log_format
-from proxy.apis import APIS, Api
+from proxy.apis import APIS, Api, fields_of
 from proxy.config import Settings
 from proxy.errors import BadRequest, NotFound, ProxyError
 from proxy.guard import Guard
@@ -115,7 +115,7 @@ def _runtime(
             require_restored=settings.require_restored,
         ),
         upstream=upstream,
-        rules=settings.rules(),
+        rules=settings.rules(fields_of(apis)),
         metrics=Metrics(),
         recorder=Recorder(settings.record_dir, secrets, apis=library.apis)
         if settings.record_dir

@@ -28,7 +28,7 @@ from proxy.replay.engine import (
     Rules,
 )
 from proxy.replay.faults import Fault, FaultError, parse_flag
-from proxy.replay.normalize import compile_masks
+from proxy.replay.normalize import Fields, compile_masks
 from proxy.replay.strict import StrictReplay
 from proxy.upstream.template import check_url, parse_header
 
@@ -604,14 +604,15 @@ class Settings(BaseSettings):
         """--mask patterns, then those of each --mask-file."""
         return (*self.mask, *(p for path in self.mask_file for p in read_mask_file(path)))
 
-    def rules(self) -> Rules:
+    def rules(self, fields: Fields) -> Rules:
         """What the decision is told: the policies, the masks, and in strict mode the strict
-        comparison (made once per process that decides: the app, and each offload worker)."""
+        comparison (made once per process that decides: the app, and each offload worker).
+        `fields`: the served APIs' id and dropped fields (proxy.apis.fields_of)."""
         masks = compile_masks(self.masks())
         # side and subagent requests are compared with recorded ones in every mode: in strict
         # mode always, in resume mode before a session's hand-off (proxy.http.recorded)
         recorded = StrictReplay(
-            masks, presets=self.presets, cache_bytes=self.trajectory_cache_bytes
+            masks, fields=fields, presets=self.presets, cache_bytes=self.trajectory_cache_bytes
         )
         strict = recorded if self.mode is Mode.STRICT else None
         return Rules(
@@ -622,6 +623,7 @@ class Settings(BaseSettings):
             recorded=recorded,
             masks=masks,
             fail_on=self.fail_on,
+            fields=fields,
         )
 
     @field_validator("fault")

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from proxy.apis import BY_NAME, Api
+from proxy.apis import BY_NAME, FIELDS, Api
 from proxy.config import Settings
 from proxy.replay.conversation import Conversation
 from proxy.replay.engine import Decision, Forward, Rules, Scripted, decide
@@ -202,7 +202,7 @@ _SCRIPTS: OrderedDict[str, Trajectory] = OrderedDict()
 def _start(settings: Settings, parent: int) -> None:
     global _SETTINGS, _RULES
     _tied_to(parent)
-    _SETTINGS, _RULES = settings, settings.rules()
+    _SETTINGS, _RULES = settings, settings.rules(FIELDS)
 
 
 def _tied_to(parent: int) -> None:

@@ -43,6 +43,7 @@ from proxy.apis.framing import SSE, Framing
 from proxy.apis.readback import Assembled
 from proxy.apis.request import loads_object
 from proxy.replay.conversation import Conversation
+from proxy.replay.normalize import Fields
 from proxy.replay.splice import Insertion, apply_chat
 from proxy.replay.tokens import without_tokens
 from proxy.replay.trajectory import Turn, Usage
@@ -113,6 +114,11 @@ class Api:
     # the start of an id its reading makes up for a call that came without one (None: calls
     # always carry ids): such ids are not the harness's own
     made_up: str | None = None
+    # the fields of its bodies that hold ids (strict replay numbers them: a harness echoes ids
+    # the model made up, and mints its own), and those dropped before comparing (markers that
+    # move between runs, metadata a harness adds for its own backend)
+    id_fields: frozenset[str] = frozenset({"id"})
+    dropped_fields: frozenset[str] = frozenset()
 
     def read(self, raw: bytes, path: str, query: str) -> tuple[dict[str, Any], Conversation]:
         """A request body: the JSON object, and the Conversation the decision reads."""
@@ -194,6 +200,7 @@ CHAT = Api(
     read_answer=lambda raw, stream: chat.read_answer(raw, stream=stream),
     file=FileShape(lambda _: False, chat.marks, None),  # the loader's own forms
     read_usage=chat.read_usage,
+    id_fields=frozenset({"id", "tool_call_id"}),
     call_event=b'"tool_calls"',
 )
 RESPONSES = Api(
@@ -223,6 +230,10 @@ RESPONSES = Api(
     socket=True,
     call_event=b'"function_call"',
     read_usage=responses_history.read_usage,
+    id_fields=frozenset({"id", "call_id"}),
+    # Codex's built-in provider puts a turn id and a creation time on each input item for its
+    # own backend: nothing the model reads, and new on every run
+    dropped_fields=frozenset({"internal_chat_message_metadata_passthrough"}),
 )
 ANTHROPIC = Api(
     name="anthropic",
@@ -252,6 +263,8 @@ ANTHROPIC = Api(
     ),
     call_event=b'"tool_use"',
     read_usage=anthropic_history.read_usage,
+    id_fields=frozenset({"id", "tool_use_id"}),
+    dropped_fields=frozenset({"cache_control"}),  # moves to the newest message on every turn
 )
 GEMINI = Api(
     name="gemini",
@@ -349,3 +362,15 @@ def usage_in(value: Any, api: Api | None = None) -> Usage | None:
         if row is not None and (usage := row.read_usage(value)) is not None:
             return usage
     return None
+
+
+def fields_of(apis: Iterable[Api]) -> Fields:
+    """The id and dropped fields of these APIs together, as strict replay compares bodies."""
+    rows = tuple(apis)
+    return Fields(
+        frozenset().union(*(api.id_fields for api in rows)),
+        frozenset().union(*(api.dropped_fields for api in rows)),
+    )
+
+
+FIELDS = fields_of(APIS)  # the built-in APIs' (what the command-line tools and the workers read)

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.apis import FIELDS
 from proxy.apis.chat import read_answer
 from proxy.replay.conversation import Lane
 from proxy.replay.difference import Difference, first_difference
@@ -108,15 +109,15 @@ def compared(
                     lane,
                     k,
                     "the request",
-                    normalize(x.request, mx, canonical=canonical),
-                    normalize(y.request, my, canonical=canonical),
+                    normalize(x.request, mx, canonical=canonical, fields=FIELDS),
+                    normalize(y.request, my, canonical=canonical, fields=FIELDS),
                 )
             yield (
                 lane,
                 k,
                 "the answer",
-                normalize(x.answer, mx, body=False),
-                normalize(y.answer, my, body=False),
+                normalize(x.answer, mx, body=False, fields=FIELDS),
+                normalize(y.answer, my, body=False, fields=FIELDS),
             )
         if len(left) != len(right):
             yield lane, 0, "the number of steps", len(left), len(right)

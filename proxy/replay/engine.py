@@ -33,7 +33,7 @@ from proxy.replay.difference import (
     first_mismatch,
     render,
 )
-from proxy.replay.normalize import normalize, prompt, squash
+from proxy.replay.normalize import NO_FIELDS, Fields, normalize, prompt, squash
 from proxy.replay.presets import Preset
 from proxy.replay.splice import Insertion, plan_splice
 from proxy.replay.strict import StrictReplay
@@ -85,6 +85,7 @@ class Rules:
     recorded: StrictReplay | None = None
     masks: tuple[re.Pattern[str], ...] = ()
     fail_on: FailOn = FailOn.ANY
+    fields: Fields = NO_FIELDS  # the APIs' id and dropped fields (proxy.apis.fields_of)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +209,7 @@ def decide(
         if text_based:  # the whole script's: the observation after turn K is recorded there
             seen = observe_text(conv, script.turns, held, replies, observed_masks, preset, observed)
         else:
-            seen = observe(conv, script, held, observed_masks, preset, observed)
+            seen = observe(conv, script, held, observed_masks, preset, observed, rules.fields)
     judged = rules.on_observation is not ObservationPolicy.WARN and rules.strict is None
     tolerant = rules.fail_on is FailOn.CHANGED
     unlike = seen.divergence
@@ -303,6 +304,7 @@ def observe(
     masks: tuple[re.Pattern[str], ...],
     preset: Preset | None = None,
     observed: int | None = None,
+    fields: Fields = NO_FIELDS,
 ) -> Observations:
     """Which scripted calls have results in the request, and whether those of the turns after
     the first `observed` match the recorded outputs (earlier ones were compared by earlier
@@ -332,10 +334,10 @@ def observe(
             if result is None or recorded is None or call.id in spawns:
                 continue
             if preset is not None and preset.values:
-                want = _output(recorded, (*preset.patterns(recorded), *masks))
-                got = _output(result.output, (*preset.patterns(result.output), *masks))
+                want = _output(recorded, (*preset.patterns(recorded), *masks), fields)
+                got = _output(result.output, (*preset.patterns(result.output), *masks), fields)
             else:
-                want, got = _output(recorded, masks), _output(result.output, masks)
+                want, got = _output(recorded, masks, fields), _output(result.output, masks, fields)
             difference = first_difference(want, got, path_of(result.output_path))
             if difference is not None:
                 reason = (
@@ -375,12 +377,13 @@ def observe_text(
     return Observations((), None, held)
 
 
-def _output(text: str, masks: tuple[re.Pattern[str], ...]) -> Any:
-    """Tool output as compared: JSON output by value, text with the masks applied."""
+def _output(text: str, masks: tuple[re.Pattern[str], ...], fields: Fields) -> Any:
+    """Tool output as compared: JSON output by value (its ids numbered as a request's are), text
+    with the masks applied."""
     stripped = text.strip()
     if stripped[:1] in ("{", "[") and (value := embedded(stripped)) is not None:
-        return normalize(value, masks, body=False)
-    return normalize(text, masks, body=False)
+        return normalize(value, masks, body=False, fields=fields)
+    return normalize(text, masks, body=False, fields=fields)
 
 
 def _strict_step(

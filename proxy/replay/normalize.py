@@ -4,11 +4,14 @@ What changes between two runs of the same agent must not count as a difference (
 docs/record-strict-diff.md):
 - tool-call and item ids (the harness echoes ids the model made up; Codex mints fresh item ids):
   each distinct id becomes <id:1>, <id:2>, ... in order of first appearance;
+
+which fields hold ids, and which markers are dropped, each API says in its row (`Fields`, made by
+proxy.apis.fields_of from the table and handed to the comparison);
 - JSON text inside tool-call arguments: parsed, so key order and whitespace do not count;
 - per-run session fields at the top level (prompt_cache_key, client_metadata, metadata, user) and
   transport fields (stream, stream_options);
-- Anthropic `cache_control` markers, which move to the newest message on every turn, and the
-  per-item metadata Codex's built-in provider adds (`internal_chat_message_metadata_passthrough`);
+- markers that move between runs (a cache marker put on the newest message on every turn) and
+  per-item metadata a harness adds for its own backend: dropped;
 - whatever the user masks with --mask REGEX (dates, temporary paths, ...): each match becomes
   <masked>, except a group named `keep`, which stays: `(?P<keep>Today's date is )\S+` masks the
   date only. (A look-behind does the same, but Python searches for it at every position, which
@@ -25,20 +28,15 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from proxy.nesting import embedded
 
-ID_KEYS = frozenset({"id", "tool_call_id", "call_id", "tool_use_id"})
 VOLATILE_TOP_KEYS = frozenset(
     {"prompt_cache_key", "client_metadata", "metadata", "user", "stream", "stream_options"}
 )
-# markers that move (Anthropic's cache_control), and the metadata Codex's built-in provider puts
-# on each input item for its own backend (a turn id and a creation time per run; nothing the
-# model reads)
-DROPPED_KEYS = frozenset({"cache_control", "internal_chat_message_metadata_passthrough"})
 ARGUMENT_KEYS = frozenset({"arguments"})
 MASK = "<masked>"
 KEEP = "keep"
@@ -78,19 +76,35 @@ def compile_masks(patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
 Canonical = Callable[[str], str]
 
 
+@dataclass(frozen=True, slots=True)
+class Fields:
+    """The field names a comparison treats apart, as the APIs' rows say: those holding ids
+    (numbered in order of first appearance, below the top level), and those dropped wherever
+    they are."""
+
+    ids: frozenset[str] = frozenset()
+    dropped: frozenset[str] = frozenset()
+
+
+NO_FIELDS = Fields()  # every field compared as it is
+
+
 def normalize(
     value: Any,
     masks: Sequence[re.Pattern[str]] = (),
     *,
     body: bool = True,
     canonical: Canonical | None = None,
+    fields: Fields = NO_FIELDS,
 ) -> Any:
     """`body`: `value` is a whole request body, whose per-run top-level fields do not count.
-    `canonical`: each text in one form before it is masked (a harness preset's list orders)."""
+    `canonical`: each text in one form before it is masked (a harness preset's list orders).
+    `fields`: which hold ids, and which are dropped."""
     ids: dict[str, str] = {}
     if body and isinstance(value, dict):
         value = {k: v for k, v in value.items() if k not in VOLATILE_TOP_KEYS}
-    return _walk(value, masks, ids, top=body, canonical=canonical)
+    walk, _ = _walker(masks, ids, fields, canonical)
+    return walk(value, body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +126,7 @@ class Normalised:
 
     value: dict[str, Any]
     parts: dict[str, Part]
-    rules: tuple[tuple[re.Pattern[str], ...], Canonical | None]
+    rules: tuple[tuple[re.Pattern[str], ...], Canonical | None, Fields]
     size: int  # bytes of the text kept
 
     def sharing(self, other: Normalised) -> Normalised:
@@ -138,7 +152,13 @@ class Seen:
     same: dict[str, int]
 
 
-def seen_since(body: dict[str, Any], since: Normalised | None, *, shared: bool = False) -> Seen:
+def seen_since(
+    body: dict[str, Any],
+    since: Normalised | None,
+    *,
+    shared: bool = False,
+    fields: Fields = NO_FIELDS,
+) -> Seen:
     """What of `body` is unchanged since `since`, the previous body of its session (under any
     rules: a text does not depend on them). `shared`: the body's list items may be the previous
     body's own objects (a recording's steps hold their common history once:
@@ -148,7 +168,7 @@ def seen_since(body: dict[str, Any], since: Normalised | None, *, shared: bool =
     items: dict[str, tuple[Any, ...] | None] = {}
     same: dict[str, int] = {}
     for key, item in body.items():
-        if key in VOLATILE_TOP_KEYS or key in DROPPED_KEYS:
+        if key in VOLATILE_TOP_KEYS or key in fields.dropped:
             continue
         old = old_parts.get(key)
         if isinstance(item, list):
@@ -167,21 +187,23 @@ def normalize_body(
     canonical: Canonical | None = None,
     since: Normalised | None = None,
     seen: Seen | None = None,
+    fields: Fields = NO_FIELDS,
 ) -> Normalised:
     """`normalize(body)`, walking only what is new since `since` (the session's previous body,
     under the same rules; `seen`: what of the body is unchanged since then, when it is known
     already): a top-level value whose text is unchanged, and the leading items of a list (the
     history) that are unchanged, keep their normal forms when the id numbering reached them in
     the same state. The result is always the one `normalize` gives."""
-    seen = seen if seen is not None else seen_since(body, since)
-    rules = (tuple(masks), canonical)
+    seen = seen if seen is not None else seen_since(body, since, fields=fields)
+    rules = (tuple(masks), canonical, fields)
     kept = since.parts if since is not None and since.rules == rules else {}
-    ids: dict[str, str] = {}
+    ids: dict[str, str] = {}  # numbered in place: the walker holds it
+    walk, under = _walker(masks, ids, fields, canonical)
     value: dict[str, Any] = {}
     parts: dict[str, Part] = {}
     size = 0
     for key, item in body.items():
-        if key in VOLATILE_TOP_KEYS or key in DROPPED_KEYS:
+        if key in VOLATILE_TOP_KEYS or key in fields.dropped:
             continue
         old = kept.get(key)
         before = dict(ids)
@@ -190,22 +212,28 @@ def normalize_body(
         text = seen.texts[key]
         if isinstance(item, list):
             if old is not None and n > 0:
-                ids = dict(old.ids_after)
-                fresh = [_walk(x, rules[0], ids, canonical=canonical) for x in item[n:]]
-                normal = [*old.normal, *fresh]
+                _renumbered(ids, old.ids_after)
+                normal = [*old.normal, *map(walk, item[n:])]
             else:
-                normal = [_walk(x, rules[0], ids, canonical=canonical) for x in item]
+                normal = list(map(walk, item))
             size += sum(map(len, text)) if isinstance(text, tuple) else 0
             parts[key] = Part(text, normal, before, dict(ids), seen.items[key])
         else:
             if old is not None and n:
-                ids, normal = dict(old.ids_after), old.normal
+                _renumbered(ids, old.ids_after)
+                normal = old.normal
             else:
-                normal = _top(key, item, rules[0], ids, canonical)
+                normal = under(key, item)
             size += len(text) if isinstance(text, bytes) else 0
             parts[key] = Part(text, normal, before, dict(ids))
         value[key] = normal
     return Normalised(value, parts, rules, size)
+
+
+def _renumbered(ids: dict[str, str], now: dict[str, str]) -> None:
+    """The numbering as it stood after a part kept from the previous body."""
+    ids.clear()
+    ids.update(now)
 
 
 def _unchanged(
@@ -238,41 +266,45 @@ def squash(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def _walk(
-    value: Any,
-    masks: Sequence[re.Pattern[str]],
-    ids: dict[str, str],
-    top: bool = False,
-    canonical: Canonical | None = None,
-) -> Any:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if key in DROPPED_KEYS:
-                continue
-            if not top and key in ID_KEYS and isinstance(item, str):
-                out[key] = ids.setdefault(item, f"<id:{len(ids) + 1}>")
-            else:
-                out[key] = _top(key, item, masks, ids, canonical)
-        return out
-    if isinstance(value, list):
-        return [_walk(item, masks, ids, canonical=canonical) for item in value]
-    if isinstance(value, str):
-        return mask_text(canonical(value) if canonical is not None else value, masks)
-    return value
+class _Walk(Protocol):
+    def __call__(self, value: Any, top: bool = False) -> Any: ...
 
 
-def _top(
-    key: str,
-    item: Any,
+def _walker(
     masks: Sequence[re.Pattern[str]],
     ids: dict[str, str],
+    fields: Fields,
     canonical: Canonical | None,
-) -> Any:
-    """A value under `key` (at the top of a body, where id keys are ordinary fields, or below)."""
-    if key in ARGUMENT_KEYS and isinstance(item, str):
-        return _walk(_parsed(item), masks, ids, canonical=canonical)
-    return _walk(item, masks, ids, canonical=canonical)
+) -> tuple[_Walk, Callable[[str, Any], Any]]:
+    """The walk of one body, with its rules and its id numbering (`ids`, filled as it goes)
+    bound once rather than passed down every call: a late turn's body is tens of thousands of
+    values. `walk(value, top)`: `top`, a body's top level, where id fields are ordinary fields;
+    `under(key, item)`: a value under `key`, whose arguments' JSON text is walked as JSON."""
+    dropped, id_keys = fields.dropped, fields.ids
+
+    def walk(value: Any, top: bool = False) -> Any:
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if key in dropped:
+                    continue
+                if not top and key in id_keys and isinstance(item, str):
+                    out[key] = ids.setdefault(item, f"<id:{len(ids) + 1}>")
+                else:
+                    out[key] = under(key, item)
+            return out
+        if isinstance(value, list):
+            return [walk(item) for item in value]
+        if isinstance(value, str):
+            return mask_text(canonical(value) if canonical is not None else value, masks)
+        return value
+
+    def under(key: str, item: Any) -> Any:
+        if key in ARGUMENT_KEYS and isinstance(item, str):
+            return walk(_parsed(item))
+        return walk(item)
+
+    return walk, under
 
 
 def _parsed(text: str) -> Any:

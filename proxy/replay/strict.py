@@ -34,7 +34,15 @@ from typing import Any
 import orjson
 
 from proxy.replay.difference import Difference, first_difference, first_mismatch
-from proxy.replay.normalize import Canonical, Normalised, normalize, normalize_body, seen_since
+from proxy.replay.normalize import (
+    NO_FIELDS,
+    Canonical,
+    Fields,
+    Normalised,
+    normalize,
+    normalize_body,
+    seen_since,
+)
 from proxy.replay.presets import PRESET_BY_NAME, Found, Preset
 from proxy.replay.trajectory import Recorded
 from proxy.replay.volatile import Verdict, judge
@@ -76,17 +84,20 @@ class _Step:
 
 
 class StrictReplay:
-    """Normalises with the run's masks; remembers recorded requests' normal forms, up to
-    `cache_bytes` of them (as serialised), the least recently used going first."""
+    """Normalises with the run's masks and the APIs' id and dropped fields; remembers recorded
+    requests' normal forms, up to `cache_bytes` of them (as serialised), the least recently used
+    going first."""
 
     def __init__(
         self,
         masks: Sequence[re.Pattern[str]],
         *,
+        fields: Fields = NO_FIELDS,
         presets: bool = True,
         cache_bytes: int = CACHE_BYTES,
     ) -> None:
         self.masks = tuple(masks)
+        self.fields = fields
         self.presets = presets
         self.cache_bytes = cache_bytes
         self.cached = 0  # bytes of the normal forms kept
@@ -142,7 +153,7 @@ class StrictReplay:
 
     def received(self, body: Any, preset: Preset | None) -> Any:
         masks, canonical = self._rules(body, preset)
-        return normalize(body, masks, canonical=canonical)
+        return normalize(body, masks, canonical=canonical, fields=self.fields)
 
     def _rules(
         self, body: Any, preset: Preset | None, found: Found | None = None
@@ -184,12 +195,14 @@ class StrictReplay:
         """One side of a step, from that side of the step before. `shared`: a recorded request,
         whose history items its recording holds once."""
         since = last.form if last is not None else None
-        seen = seen_since(body, since, shared=shared)
+        seen = seen_since(body, since, shared=shared, fields=self.fields)
         found = None
         if preset is not None:
             found = preset.values_since(body, seen.same, last.found if last is not None else None)
         masks, canonical = self._rules(body, preset, found)
-        form = normalize_body(body, masks, canonical=canonical, since=since, seen=seen)
+        form = normalize_body(
+            body, masks, canonical=canonical, since=since, seen=seen, fields=self.fields
+        )
         return _Side(form, found)
 
     def _step(self, session: str, step: _Step) -> None:

@@ -9,6 +9,7 @@ import json
 import random
 from typing import Any
 
+from proxy.apis import FIELDS
 from proxy.apis.chat import parse_chat
 from proxy.formats import load_bytes
 from proxy.replay.conversation import Conversation
@@ -206,7 +207,7 @@ def test_the_closest_is_the_first_of_those_sharing_the_longest_prefix() -> None:
         recorded(2, body("a", "b", "c", "y")),  # as near as 1: 1 is the first
         recorded(3, body("z")),
     ]
-    miss = StrictReplay(()).closest(side, body=body("a", "b", "c", "d"), **WHERE)
+    miss = StrictReplay((), fields=FIELDS).closest(side, body=body("a", "b", "c", "d"), **WHERE)
     assert (miss.candidates, miss.closest) == (4, 1)
     assert miss.difference == Difference(
         "messages[3].content", '"x" (at character 0)', '"d" (at character 0)'
@@ -221,7 +222,7 @@ def test_a_miss_against_a_large_recording_names_the_nearest() -> None:
         for i in range(300)
     ]
     wanted = {"model": "m", "messages": [*big, user("new")]}
-    miss = StrictReplay(()).closest(side, body=wanted, **WHERE)
+    miss = StrictReplay((), fields=FIELDS).closest(side, body=wanted, **WHERE)
     assert (miss.candidates, miss.closest) == (300, 20)
     assert miss.difference is not None and miss.difference.path == "messages[20].content"
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from proxy.apis import FIELDS
 from proxy.replay.presets import PRESET_BY_NAME, PRESETS, recognise
 from proxy.replay.strict import StrictReplay
 from proxy.replay.trajectory import Recorded, Trajectory
@@ -60,7 +61,10 @@ def test_user_agents_name_the_harness_whatever_the_prompt() -> None:
 @pytest.mark.parametrize("name", HARNESSES)
 def test_the_two_runs_agree_on_the_preset_alone(name: str, tmp_path: Path) -> None:
     a, b = pair(name, tmp_path)
-    bare, with_presets = StrictReplay((), presets=False), StrictReplay(())
+    bare, with_presets = (
+        StrictReplay((), presets=False, fields=FIELDS),
+        StrictReplay((), fields=FIELDS),
+    )
     differing = 0
     for x, y in zip(requests(a), requests(b), strict=True):
         preset = recognise(y.request)
@@ -88,7 +92,7 @@ def test_a_value_the_harness_states_is_masked_wherever_it_appears() -> None:
     recorded = Recorded(
         0, "responses", "main", "POST", "/v1/responses", body("/home/a/proj"), 200, False, "", b""
     )
-    strict = StrictReplay(())
+    strict = StrictReplay((), fields=FIELDS)
     assert strict.compare(recorded, body("/srv/ci/build-7/proj"), preset) is None
     assert strict.compare(recorded, body("/srv/ci/build-7/proj"), None) is not None
     # a value too short to be a folder is not masked everywhere ("/" would hit every path)
@@ -112,7 +116,7 @@ def test_claude_codes_memory_folder_is_masked_in_either_versions_wording(wording
         0, "anthropic", "main", "POST", "/v1/messages", body("/h/a", "/tmp/first/repo"), 200,
         False, "", b"",
     )  # fmt: skip
-    strict = StrictReplay(())
+    strict = StrictReplay((), fields=FIELDS)
     elsewhere = body("/h/b", "/tmp/elsewhere/a/deeper/folder/repo")
     assert strict.compare(recorded, elsewhere, preset) is None
     assert strict.compare(recorded, elsewhere, None) is not None
@@ -127,7 +131,7 @@ def test_codex_on_another_day_and_in_another_time_zone(tmp_path: Path) -> None:
         .replace("<timezone>Etc/UTC", "<timezone>Europe/Paris")
     )
     assert later != y.request
-    assert StrictReplay(()).compare(x, later, PRESET_BY_NAME["codex"]) is None
+    assert StrictReplay((), fields=FIELDS).compare(x, later, PRESET_BY_NAME["codex"]) is None
 
 
 @pytest.mark.parametrize("name", ["claude", "codex", "gemini", "opencode"])
@@ -136,7 +140,7 @@ def test_another_task_is_changed_whatever_the_preset(name: str, tmp_path: Path) 
     x, y = requests(a)[0], requests(b)[0]
     other = json.loads(json.dumps(y.request).replace("greeting files", "farewell files"))
     preset = recognise(y.request)
-    strict = StrictReplay(())
+    strict = StrictReplay((), fields=FIELDS)
     difference = strict.compare(x, other, preset)
     assert difference is not None and "greeting" in difference.expected
     verdict = strict.judge(x, other, preset)
@@ -148,10 +152,10 @@ def test_a_recording_names_its_preset_and_strict_replay_falls_back_on_it(tmp_pat
     a, b = pair("claude", tmp_path)
     x, y = requests(a)[0], requests(b)[0]
     assert x.preset == "claude-code"  # written by the recorder
-    strict = StrictReplay(())
+    strict = StrictReplay((), fields=FIELDS)
     # the request's harness went unrecognised (say, a new version): the recording's preset holds
     assert strict.compare(x, y.request, None) is None
-    assert StrictReplay((), presets=False).compare(x, y.request, None) is not None
+    assert StrictReplay((), presets=False, fields=FIELDS).compare(x, y.request, None) is not None
     assert {p.name for p in PRESETS} >= set(filter(None, RECOGNISED.values()))
 
 
@@ -179,7 +183,7 @@ def test_in_strict_mode_a_follow_up_is_compared_with_the_presets_masks() -> None
     later = [*recorded[:3], {"role": "user", "content": reminder("2027-01-14")}]
     tools = [{"type": "function", "function": {"name": "Bash", "parameters": {}}}]
     conv = APIS["chat"].parse({"messages": later, "tools": tools})  # follow-ups, not observations
-    rules = Rules(strict=StrictReplay(()))
+    rules = Rules(strict=StrictReplay((), fields=FIELDS))
     assert isinstance(decide(conv, script, rules=rules, body={}), Diverged)
     decision = decide(conv, script, rules=rules, body={}, preset=PRESET_BY_NAME["claude-code"])
     assert isinstance(decision, Scripted) and decision.turn.number == 2
@@ -314,7 +318,7 @@ def test_gemini_clis_skills_in_another_order_are_the_same_request() -> None:
     """Gemini CLI finds its skills with an unordered glob: two runs of one install list them in
     either order (seen under load in CI). Another skill, or other text in the list, still
     differs."""
-    strict = StrictReplay(())
+    strict = StrictReplay((), fields=FIELDS)
     preset = PRESET_BY_NAME["gemini-cli"]
     recorded = Recorded(0, "gemini", "main", "POST", "/v1beta/models/m:streamGenerateContent",
                         _gemini(_skills("antigravity-support", "skill-creator")), 200, True,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from proxy.apis import FIELDS
 from proxy.replay.engine import Forward, Scripted, decide
 from proxy.replay.normalize import normalize
 from proxy.replay.presets import PRESET_BY_NAME
@@ -99,7 +100,9 @@ def test_claude_codes_agent_result_differs_between_runs_only_in_its_per_run_valu
     masks = tuple(rule.pattern for rule in claude.masks)
 
     def applied(text: str) -> object:
-        return normalize(text, masks, body=False)  # as the observation check compares outputs
+        return normalize(
+            text, masks, body=False, fields=FIELDS
+        )  # as the observation check compares outputs
 
     assert applied(one) == applied(other)
     assert applied(one) != applied(one.replace("tool_uses: 1", "tool_uses: 2"))

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from proxy.apis import FIELDS
 from proxy.replay.normalize import compile_masks
 from proxy.replay.strict import StrictReplay
 from proxy.replay.trajectory import Recorded
@@ -44,7 +45,7 @@ def body(call_id: str, arguments: str, date: str, **extra: Any) -> dict[str, Any
 
 
 def test_ids_argument_layout_per_run_fields_and_masked_text_do_not_count() -> None:
-    strict = StrictReplay(compile_masks([r"\d{4}-\d\d-\d\d"]))
+    strict = StrictReplay(compile_masks([r"\d{4}-\d\d-\d\d"]), fields=FIELDS)
     then = recorded(body("call_abc", '{"command": "ls", "all": true}', "2026-11-30", stream=True))
     now = body(
         "call_xyz", '{"all":true,"command":"ls"}', "2026-12-04",
@@ -54,7 +55,7 @@ def test_ids_argument_layout_per_run_fields_and_masked_text_do_not_count() -> No
 
 
 def test_codex_item_metadata_does_not_count_but_the_text_beside_it_does() -> None:
-    strict = StrictReplay(())
+    strict = StrictReplay((), fields=FIELDS)
 
     def item(turn: str, created: float, text: str) -> dict[str, Any]:
         meta = {"turn_id": turn, "create_time": created, "content_item_kinds": ["user.text"]}
@@ -71,7 +72,7 @@ def test_codex_item_metadata_does_not_count_but_the_text_beside_it_does() -> Non
 
 
 def test_a_different_tool_result_is_named_by_its_path_with_the_text_around_it() -> None:
-    strict = StrictReplay(())
+    strict = StrictReplay((), fields=FIELDS)
     then = recorded(body("call_a", "{}", "2026-11-30"))
     now = body("call_a", "{}", "2026-11-30")
     now["messages"][3]["content"] = "b.txt"
@@ -84,7 +85,7 @@ def test_a_different_tool_result_is_named_by_its_path_with_the_text_around_it() 
 def test_side_requests_match_the_first_equal_one_of_their_lane_and_a_miss_names_the_closest() -> (
     None
 ):
-    strict = StrictReplay(())
+    strict = StrictReplay((), fields=FIELDS)
     title = {"model": "m", "messages": [{"role": "user", "content": "Title for: list the files"}]}
     other = {"model": "m", "messages": [{"role": "user", "content": "Summarise the session"}]}
     side = [
@@ -109,8 +110,8 @@ def test_the_normal_forms_kept_are_bounded_by_bytes_least_recently_used_first() 
     up. The bound is in bytes of the forms as serialised; what goes is what was least recently
     compared, and what goes is normalised again when asked for."""
     forms = [recorded(body(f"call_{n}", "{}", "2026-11-30"), index=n) for n in range(40)]
-    size = len(orjson.dumps(StrictReplay(()).received(forms[0].request, None)))
-    strict = StrictReplay((), cache_bytes=10 * size)
+    size = len(orjson.dumps(StrictReplay((), fields=FIELDS).received(forms[0].request, None)))
+    strict = StrictReplay((), cache_bytes=10 * size, fields=FIELDS)
     first = forms[0]
     for n, r in enumerate(forms):
         assert strict.compare(r, r.request) is None
@@ -121,7 +122,7 @@ def test_the_normal_forms_kept_are_bounded_by_bytes_least_recently_used_first() 
     kept = {key[0] for key in strict._cache}
     assert id(first) in kept and id(forms[-1]) in kept and id(forms[1]) not in kept
     # one form over the bound alone is still kept: the step's next request reads it again
-    tiny = StrictReplay((), cache_bytes=1)
+    tiny = StrictReplay((), cache_bytes=1, fields=FIELDS)
     assert tiny.compare(first, first.request) is None
     assert tiny.cache_report()["entries"] == 1
     assert tiny.compare(forms[1], forms[1].request) is None

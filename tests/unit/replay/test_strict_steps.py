@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from proxy.apis import FIELDS
 from proxy.formats.recording import held_once
 from proxy.replay import presets
 from proxy.replay.normalize import compile_masks, normalize, normalize_body, seen_since
@@ -61,7 +62,7 @@ def both_ways(then: list[dict[str, Any]], now: list[dict[str, Any]]) -> list[Any
     assert once == then
     found = []
     for recording in (then, once):
-        scratch, stepped = StrictReplay(MASKS), StrictReplay(MASKS)
+        scratch, stepped = StrictReplay(MASKS, fields=FIELDS), StrictReplay(MASKS, fields=FIELDS)
         verdicts = []
         for k, (x, y) in enumerate(zip(recording, now, strict=True)):
             r = recorded(x, k)
@@ -129,7 +130,7 @@ def test_a_recording_whose_earlier_item_changes_between_steps_is_found_too() -> 
 
 def test_new_items_only_are_walked_and_earlier_ones_are_shared_by_both_sides() -> None:
     then, now = steps("a1", "2026-11-30"), steps("b2", "2026-12-04")
-    strict = StrictReplay(MASKS)
+    strict = StrictReplay(MASKS, fields=FIELDS)
     for k in range(3):
         assert strict.compare(recorded(then[k], k), now[k], session="s") is None
     last = strict._steps["s"]
@@ -154,7 +155,7 @@ def test_a_recordings_steps_hold_their_common_items_once_and_only_those() -> Non
     assert all(a is b for a, b in zip(second, third, strict=False))  # 4 items, all shared
     assert fourth[3] is not third[3] and fourth[3]["content"] == "rm -rf / done"  # changed: its own
     assert fourth[2] is third[2] and then[4]["messages"][3] is not fourth[3]  # back as before
-    strict = StrictReplay(MASKS)
+    strict = StrictReplay(MASKS, fields=FIELDS)
     now = steps("b2", "2026-12-04")
     for k in range(3):
         assert strict.compare(recorded(then[k], k), now[k], session="s") is None
@@ -170,14 +171,21 @@ def test_normalize_body_gives_normalize_s_form_from_any_earlier_body() -> None:
         for since_body in [None, *bodies, odd]:
             since = None
             if since_body is not None:
-                since = normalize_body(since_body, MASKS, seen=seen_since(since_body, None))
+                since = normalize_body(
+                    since_body,
+                    MASKS,
+                    seen=seen_since(since_body, None, fields=FIELDS),
+                    fields=FIELDS,
+                )
             for body in [*bodies, odd]:
-                seen = seen_since(body, since, shared=shared)
-                form = normalize_body(body, MASKS, since=since, seen=seen)
-                assert form.value == normalize(body, MASKS)
+                seen = seen_since(body, since, shared=shared, fields=FIELDS)
+                form = normalize_body(body, MASKS, since=since, seen=seen, fields=FIELDS)
+                assert form.value == normalize(body, MASKS, fields=FIELDS)
     # other rules: nothing is kept
-    since = normalize_body(bodies[2], MASKS)
-    assert normalize_body(bodies[3], (), since=since).value == normalize(bodies[3], ())
+    since = normalize_body(bodies[2], MASKS, fields=FIELDS)
+    assert normalize_body(bodies[3], (), since=since, fields=FIELDS).value == normalize(
+        bodies[3], (), fields=FIELDS
+    )
 
 
 @pytest.mark.parametrize("name", HARNESSES)
@@ -189,8 +197,8 @@ def test_real_recordings_step_by_step_agree_with_a_comparison_from_scratch(
     a, b = pair(name, tmp_path)
     main = [(x, y) for x, y in zip(requests(a), requests(b), strict=True) if x.lane == "main"]
     for with_presets in (True, False):
-        scratch = StrictReplay((), presets=with_presets)
-        stepped = StrictReplay((), presets=with_presets)
+        scratch = StrictReplay((), presets=with_presets, fields=FIELDS)
+        stepped = StrictReplay((), presets=with_presets, fields=FIELDS)
         for x, y in main:
             preset = recognise(y.request) if with_presets else None
             expected = scratch.compare(x, y.request, preset)
@@ -201,10 +209,10 @@ def test_real_recordings_step_by_step_agree_with_a_comparison_from_scratch(
     history = other.get("messages") or other.get("input") or other.get("contents")
     assert isinstance(history, list) and history
     history[-1] = {"role": "user", "content": "another task altogether"}
-    stepped = StrictReplay(())
+    stepped = StrictReplay((), fields=FIELDS)
     for x0, y0 in main[:-1]:
         stepped.compare(x0, y0.request, recognise(y0.request), session="s")
-    expected = StrictReplay(()).compare(x, other, recognise(y.request))
+    expected = StrictReplay((), fields=FIELDS).compare(x, other, recognise(y.request))
     assert expected is not None
     assert stepped.compare(x, other, recognise(y.request), session="s") == expected
 
@@ -242,14 +250,14 @@ def test_a_presets_values_are_searched_in_new_items_only_and_found_as_from_scrat
     last: tuple[Any, Any] | None = None
     for body in bodies:
         since = None if last is None else last[0]
-        seen = seen_since(body, since)
+        seen = seen_since(body, since, fields=FIELDS)
         searched.append(0)
         counting[0] = True
         found = preset.values_since(body, seen.same, None if last is None else last[1])
         counting[0] = False
         masks = preset.patterns(body, found)
         assert masks == preset.patterns(body), body["messages"][-1]  # as from scratch
-        last = (normalize_body(body, masks, seen=seen), found)
+        last = (normalize_body(body, masks, seen=seen, fields=FIELDS), found)
     # the directory first comes at step 4, its value changes at step 7 (kept from the step
     # before: searched again), an earlier item comes at step 8; the interpreter never comes
     assert [p.pattern for p in preset.patterns(bodies[5])[:1]] == [re.escape("/work/run-7")]
@@ -281,7 +289,7 @@ def test_a_run_that_really_changed_stays_a_difference_no_mask_explains(at: int, 
     first = next(k for k in range(len(now)) if len(now[k]["messages"]) > at)
     assert found[:first] == [None] * first
     assert all(f is not None for f in found[first:])
-    strict = StrictReplay(MASKS)
+    strict = StrictReplay(MASKS, fields=FIELDS)
     for k in range(first, len(now)):
         verdict = strict.judge(recorded(then[k], k), now[k])
         assert verdict.verdict == "changed", (k, verdict)

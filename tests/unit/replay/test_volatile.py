@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from proxy.apis import FIELDS
 from proxy.replay.presets import PRESET_BY_NAME
 from proxy.replay.volatile import CHANGED, DIFFERENCES, KINDS, VOLATILE, WINDOW, judge
 
@@ -243,7 +244,7 @@ def test_a_presets_header_mask_covers_its_value_and_not_the_text_after_it(
 
     path = "/v1/chat/completions"
     old = Recorded(0, "chat", "main", "POST", path, body(recorded), 200, False, "", b"")
-    strict, harness = StrictReplay(()), PRESET_BY_NAME[preset]
+    strict, harness = StrictReplay((), fields=FIELDS), PRESET_BY_NAME[preset]
     assert strict.compare(old, body(later), harness) is None  # the value is masked
     difference = strict.compare(old, body(changed), harness)
     assert difference is not None and "delete the production" in difference.actual
