@@ -13,6 +13,7 @@ proxy learns about an API: a new API is a module and a row.
     framing.py     how a stream's events cross the wire (SSE; eventstream.py: Bedrock's frames)
     *_history.py   a conversation in the API's shape as chat messages (recordings, trajectory files)
     idless.py      calls that come without ids: a made-up id, and results matched by name
+    keys.py        where keys travel when no API says otherwise (the plain dialect)
     readback.py    an answer read back from the wire (recordings, dumps), SSE split into events
     request.py     what every request body must have before the decision reads it
     responses_socket.py  a Responses WebSocket frame read as a request body, and the proxy's own
@@ -40,6 +41,7 @@ from proxy.apis import (
     vertex,
 )
 from proxy.apis.framing import SSE, Framing
+from proxy.apis.keys import COMMON, PLAIN
 from proxy.apis.readback import Assembled
 from proxy.apis.request import loads_object
 from proxy.replay.conversation import Conversation
@@ -47,7 +49,7 @@ from proxy.replay.normalize import Fields
 from proxy.replay.splice import Insertion, apply_chat
 from proxy.replay.tokens import without_tokens
 from proxy.replay.trajectory import Turn, Usage
-from proxy.upstream.dialect import COMMON, PLAIN, Dialect
+from proxy.upstream.dialect import Dialect
 
 Read = Callable[[Sequence[Any], str, dict[str, Any]], tuple[list[dict[str, Any]], list[int]]]
 

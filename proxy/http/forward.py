@@ -13,6 +13,7 @@ import orjson
 from starlette.responses import Response
 
 from proxy.apis import Api
+from proxy.apis.keys import PLAIN
 from proxy.http import relay
 from proxy.http.incoming import Incoming
 from proxy.http.inflight import answered
@@ -22,7 +23,6 @@ from proxy.nesting import too_deep
 from proxy.replay.conversation import Lane, session_header
 from proxy.runtime import Runtime
 from proxy.serving import Source
-from proxy.upstream.dialect import PLAIN
 
 LANE = Lane.OTHER.value
 NO_SESSION = "unsessioned"

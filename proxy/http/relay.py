@@ -17,7 +17,7 @@ from proxy.recording.recorder import Exchange
 from proxy.recording.tap import Tap, client_secrets
 from proxy.runtime import Runtime
 from proxy.upstream import Captured, PassThrough
-from proxy.upstream.dialect import PLAIN, Dialect
+from proxy.upstream.dialect import Dialect
 from proxy.upstream.socket import Refused
 
 OTHER = "other"  # the api label of a request of no completion API
@@ -73,7 +73,7 @@ async def send(
     api: str,
     started: float,
     values: Mapping[str, str] | None = None,
-    dialect: Dialect = PLAIN,
+    dialect: Dialect,
     parsed: dict[str, Any] | None = None,
 ) -> PassThrough:
     """The request upstream, its answer passed on as it arrives; `values`: {session} and

@@ -25,7 +25,7 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from proxy.upstream.dialect import PLAIN, Dialect
+from proxy.upstream.dialect import BARE, Dialect
 from proxy.upstream.headers import request_headers, swap_query_key, via
 from proxy.upstream.passthrough import Answer, OnComplete, PassThrough
 from proxy.upstream.pool import Pool, display, forward_proxy, open_session
@@ -99,7 +99,7 @@ class Upstream:
         raw_path: str,
         query: str,
         values: Mapping[str, str] | None = None,
-        dialect: Dialect = PLAIN,
+        dialect: Dialect = BARE,
     ) -> URL:
         """/v1/chat/completions -> {base path}/chat/completions: the base URL already ends in /v1.
         A dialect that keeps the version (Gemini's /v1beta/..., /v1alpha/...) goes under the base
@@ -144,7 +144,7 @@ class Upstream:
         headers: Iterable[tuple[bytes, bytes]],
         *,
         values: Mapping[str, str] | None = None,
-        dialect: Dialect = PLAIN,
+        dialect: Dialect,
         identity: bool = False,
     ) -> tuple[URL, list[tuple[str, str]]]:
         """Where a request goes and the headers it carries there (over HTTP, or the upgrade of
@@ -182,7 +182,7 @@ class Upstream:
         on_complete: OnComplete | None = None,
         keep_body: bool = False,
         values: Mapping[str, str] | None = None,
-        dialect: Dialect = PLAIN,
+        dialect: Dialect,
     ) -> PassThrough:
         """`values`: the session's {session} and {trajectory}, for a per-session upstream;
         `dialect`: the API's way with paths and keys."""

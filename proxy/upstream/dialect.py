@@ -1,16 +1,16 @@
 """How an API's requests go upstream: where the path goes under the base URL, which headers carry
 a client's credentials, and where the proxy's own key (--upstream-api-key) goes instead.
 
-An API's row in proxy.apis names its dialect; a forwarded request no API claims goes as PLAIN.
+An API's row in proxy.apis names its dialect; a forwarded request no API claims goes in the
+table's plain dialect (proxy.apis.keys). This layer names no header of any API: each dialect
+says its own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# what carries a credential in every dialect: a Bearer token (OAuth, Bedrock API keys), and the
-# key headers of the OpenAI-style APIs (x-api-key, Azure's api-key)
-COMMON = frozenset({b"authorization", b"x-api-key", b"api-key"})
+BEARER = frozenset({b"authorization"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,18 +20,20 @@ class Dialect:
     # loses that /v1; otherwise /v1/... goes under the base URL, which already ends in /v1
     keeps_version: bool = False
     # the API's own key header: the proxy's key goes there (not as a Bearer) unless the client
-    # sent an OAuth Authorization; None: a Bearer, or x-api-key when the client used that
+    # sent an OAuth Authorization; None: a Bearer, or `client_key` when the client used that
     key_header: bytes | None = None
+    # a header a client may carry its key in instead of a Bearer: the proxy's key then goes there
+    client_key: bytes | None = None
     # the query parameter a client may carry its key in (swapped for the proxy's, and scrubbed)
     key_query: str | None = None
     # the headers that carry a client's credentials: dropped when the proxy sends its own key,
     # and never written to a recording or a dump
-    credentials: frozenset[bytes] = COMMON
-
-
-PLAIN = Dialect()  # a Bearer, or the x-api-key the client sent
+    credentials: frozenset[bytes] = BEARER
 
 
 def credential_headers(dialects: tuple[Dialect, ...]) -> frozenset[bytes]:
     """Every header any of these dialects carries a credential in."""
     return frozenset().union(*(d.credentials for d in dialects))
+
+
+BARE = Dialect()  # a Bearer alone, and paths under the base URL: what a dialect says by default

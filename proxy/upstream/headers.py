@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import quote, unquote
 
-from proxy.upstream.dialect import PLAIN, Dialect
+from proxy.upstream.dialect import Dialect
 
 # names as bytes, lower-case: ASGI gives request header names in lower case
 HOP_BY_HOP = frozenset(
@@ -58,7 +58,7 @@ def request_headers(
     *,
     api_key: str | None,
     identity: bool = False,
-    dialect: Dialect = PLAIN,
+    dialect: Dialect,
     key_in_query: bool = False,
     mark: bytes | None = None,
 ) -> list[tuple[str, str]]:
@@ -100,9 +100,10 @@ def _swap_credentials(
         elif not key_in_query:
             out.append((dialect.key_header, key))
         return out
-    if b"x-api-key" in used:  # a client that sends its key as x-api-key: keep its way
-        out.append((b"x-api-key", key))
-    if b"x-api-key" not in used or b"authorization" in used:
+    other = dialect.client_key
+    if other is not None and other in used:  # a client that sends its key there: keep its way
+        out.append((other, key))
+    if other is None or other not in used or b"authorization" in used:
         out.append((b"authorization", b"Bearer " + key))
     return out
 

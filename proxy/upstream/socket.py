@@ -30,7 +30,7 @@ import orjson
 
 from proxy.errors import UpstreamBadAnswer, UpstreamError, UpstreamUnreachable
 from proxy.upstream.client import Upstream
-from proxy.upstream.dialect import PLAIN, Dialect
+from proxy.upstream.dialect import Dialect
 from proxy.upstream.passthrough import OnComplete, PassThrough
 
 log = logging.getLogger("proxy.upstream")
@@ -89,7 +89,7 @@ class Link:
         on_complete: OnComplete | None = None,
         keep_body: bool = False,
         values: Mapping[str, str] | None = None,
-        dialect: Dialect = PLAIN,
+        dialect: Dialect,
         parsed: dict[str, Any] | None = None,
     ) -> PassThrough:
         """The turn's answer from the upstream's socket; Refused, or an UpstreamError (as HTTP

@@ -31,6 +31,7 @@ import orjson
 
 from proxy.apis import Api, FileShape
 from proxy.apis.idless import Unanswered, made_up_id
+from proxy.apis.keys import COMMON
 from proxy.apis.readback import Assembled, sse_events
 from proxy.apis.request import malformed, opened, spliced
 from proxy.replay.content import text_of
@@ -38,7 +39,7 @@ from proxy.replay.conversation import NO_ID, Call, Conversation, Reply, Result, 
 from proxy.replay.splice import Insertion
 from proxy.replay.trajectory import Turn, Usage
 from proxy.replay.usage import NO_USAGE, token_count
-from proxy.upstream.dialect import COMMON, Dialect
+from proxy.upstream.dialect import Dialect
 
 PATH = "/v1/plain"
 KEY_HEADER = "x-plain-key"

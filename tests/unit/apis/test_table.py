@@ -12,7 +12,7 @@ from tests.helpers.plain_api import PLAIN
 
 
 def test_the_comparisons_fields_are_the_rows_own_together() -> None:
-    assert FIELDS == fields_of(APIS)
+    assert fields_of(APIS) == FIELDS
     assert FIELDS.ids == {"id", "tool_call_id", "call_id", "tool_use_id"}
     assert FIELDS.dropped == {"cache_control", "internal_chat_message_metadata_passthrough"}
     assert "cache_control" in BY_NAME["bedrock"].dropped_fields  # Anthropic's, on every cloud

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from proxy.apis.keys import PLAIN
 from proxy.upstream.headers import (
     answer_headers,
     came_back,
@@ -49,6 +50,7 @@ def test_hop_by_hop_host_and_length_never_cross_and_the_rest_keeps_its_order() -
             (b"expect", b"100-continue"),
         ],
         api_key=None,
+        dialect=PLAIN,
     )
     assert names(sent) == [
         "accept-encoding",
@@ -71,6 +73,7 @@ def test_the_headers_the_connection_header_names_stay_too() -> None:
             (b"x-kept", b"3"),
         ],
         api_key=None,
+        dialect=PLAIN,
     )
     assert sent == [("x-kept", "3")]
 
@@ -84,17 +87,20 @@ def test_the_proxys_own_headers_stay_here() -> None:
             (b"content-type", b"application/json"),
         ],
         api_key=None,
+        dialect=PLAIN,
     )
     assert sent == [("x-replayed", "kept: not the prefix"), ("content-type", "application/json")]
 
 
 def test_without_a_proxy_key_the_clients_credentials_go_on_as_sent() -> None:
-    sent = dict(request_headers(OPENAI_SDK, api_key=None))
+    sent = dict(request_headers(OPENAI_SDK, api_key=None, dialect=PLAIN))
     assert sent["authorization"] == f"Bearer {CLIENT_KEY}"
 
 
 def test_with_a_proxy_key_the_clients_bearer_is_replaced_and_never_sent() -> None:
-    sent = request_headers([*OPENAI_SDK, (b"api-key", CLIENT_KEY.encode())], api_key=PROXY_KEY)
+    sent = request_headers(
+        [*OPENAI_SDK, (b"api-key", CLIENT_KEY.encode())], api_key=PROXY_KEY, dialect=PLAIN
+    )
     assert ("authorization", f"Bearer {PROXY_KEY}") in sent
     assert names(sent).count("authorization") == 1
     assert "api-key" not in names(sent)
@@ -110,7 +116,7 @@ def test_no_captured_client_credential_crosses_when_the_proxy_has_a_key(client: 
         secrets = {
             v.removeprefix("Bearer ") for k, v in headers(capture).items() if k in credentials
         }
-        sent = request_headers(asgi, api_key=PROXY_KEY)
+        sent = request_headers(asgi, api_key=PROXY_KEY, dialect=PLAIN)
         assert not [v for _, v in sent for s in secrets if s in v], capture["seq"]
         assert {n for n, _ in sent} & {"host", "connection", "content-length"} == set()
         assert any(PROXY_KEY in v for n, v in sent if n in credentials)
@@ -118,30 +124,32 @@ def test_no_captured_client_credential_crosses_when_the_proxy_has_a_key(client: 
 
 def test_an_anthropic_client_keeps_its_x_api_key_way() -> None:
     client = [(b"x-api-key", CLIENT_KEY.encode()), (b"anthropic-version", b"2023-06-01")]
-    sent = request_headers(client, api_key=PROXY_KEY)
+    sent = request_headers(client, api_key=PROXY_KEY, dialect=PLAIN)
     assert sent == [("anthropic-version", "2023-06-01"), ("x-api-key", PROXY_KEY)]
 
 
 def test_a_client_sending_both_ways_gets_both_with_the_proxys_key() -> None:
     client = [(b"x-api-key", CLIENT_KEY.encode()), (b"authorization", b"Bearer " + b"other")]
-    sent = request_headers(client, api_key=PROXY_KEY)
+    sent = request_headers(client, api_key=PROXY_KEY, dialect=PLAIN)
     assert sorted(sent) == [("authorization", f"Bearer {PROXY_KEY}"), ("x-api-key", PROXY_KEY)]
 
 
 def test_a_client_with_no_credentials_gets_the_proxys_as_a_bearer() -> None:
-    sent = request_headers([(b"content-type", b"application/json")], api_key=PROXY_KEY)
+    sent = request_headers(
+        [(b"content-type", b"application/json")], api_key=PROXY_KEY, dialect=PLAIN
+    )
     assert sent == [("content-type", "application/json"), ("authorization", f"Bearer {PROXY_KEY}")]
 
 
 def test_identity_asks_for_an_uncompressed_answer_in_place_of_the_clients() -> None:
-    sent = request_headers(OPENAI_SDK, api_key=None, identity=True)
+    sent = request_headers(OPENAI_SDK, api_key=None, identity=True, dialect=PLAIN)
     assert [v for n, v in sent if n == "accept-encoding"] == ["identity"]
 
 
 def test_the_via_mark_is_added_on_a_line_of_its_own() -> None:
     mark = via("abc123")
     assert mark == b"1.1 replay-proxy-abc123"
-    sent = request_headers([(b"via", b"1.1 corp-gateway")], api_key=None, mark=mark)
+    sent = request_headers([(b"via", b"1.1 corp-gateway")], api_key=None, mark=mark, dialect=PLAIN)
     assert sent == [("via", "1.1 corp-gateway"), ("via", "1.1 replay-proxy-abc123")]
 
 
@@ -154,7 +162,7 @@ def test_a_request_that_carries_our_mark_came_back_and_another_proxys_did_not() 
 
 
 def test_header_bytes_cross_as_they_came() -> None:
-    sent = request_headers([(b"x-note", "café".encode())], api_key=None)
+    sent = request_headers([(b"x-note", "café".encode())], api_key=None, dialect=PLAIN)
     assert sent[0][1].encode("latin-1") == "café".encode()
 
 
