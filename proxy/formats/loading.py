@@ -2,17 +2,16 @@
 file's shape (sniffing), not by its name. Pure apart from `load_file` and `load_all`.
 
 The formats, each a Reader (harness_logs/reader.py: tell its shape apart, turn it into chat
-messages), tried in this order:
+messages, or build its trajectories), tried in this order:
 
+- a recording (what --record-dir writes: one exchange per line, formats/recording.py), read into
+  turns that carry their recorded exchanges (RECORDINGS);
 - the harnesses' own logs, each in its own module of harness_logs/, in the order of their table
   (READERS, in harness_logs/__init__.py): a file of several trajectories (NeMo-Gym rollouts)
   gives one per line;
 - the generic shapes (generic.py): a bare list of chat messages or of another API's ("chat",
   "responses", "anthropic"), an object shaped like an API's request, {"messages": [...]},
-  an llm_completions dump, JSONL of messages.
-
-A recording (what --record-dir writes: one exchange per line, formats/recording.py) is told apart
-first, and read into turns that carry their recorded exchanges.
+  an llm_completions dump, JSONL of messages (GENERIC).
 
 A directory is read as an event store (OpenHands SDK): its `events/*.json` (or `*.json`) files in
 name order, as one JSON list. A JSONL file cut off mid-line loads what is complete, with a warning.
@@ -38,8 +37,8 @@ from proxy.errors import LoadError
 from proxy.formats.chat import trajectory_from_messages
 from proxy.formats.children import with_children
 from proxy.formats.generic import GENERIC, api_of
-from proxy.formats.harness_logs import READERS, Converted, Lines, Misfit, Reader
-from proxy.formats.recording import is_recording, trajectory_from_recording
+from proxy.formats.harness_logs import READERS, Converted, Lines, Misfit, Opened, Reader
+from proxy.formats.recording import RECORDINGS
 from proxy.names import inside
 from proxy.nesting import TOO_DEEP, too_deep
 from proxy.replay.trajectory import Note, Trajectory
@@ -76,11 +75,8 @@ def load_all(
     recording's exchanges may have been made in (the table; a test adds one of its own)."""
     if path.is_dir():
         doc, data = _directory(path)
-        return _guarded(
-            lambda: _from_document(
-                doc, name=name or path.name, source=str(path), digest=_digest(data)
-            )
-        )
+        opened = Opened(name or path.name, str(path), _digest(data), [], apis)
+        return _guarded(lambda: _first_fit(doc, opened, lines=False))
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -119,9 +115,9 @@ def read_with(reader: Reader, data: bytes, *, name: str, source: str) -> list[Tr
         digest = _digest(data)
         if reader.lines:
             items, notes = _lines(data, source)
-            return _converted(reader, reader.convert(items, source), name, source, digest, notes)
+            return _read(reader, items, Opened(name, source, digest, notes, BY_NAME))
         doc = _shallow(orjson.loads(data), source, None)
-        return _converted(reader, reader.convert(doc, source), name, source, digest, [])
+        return _read(reader, doc, Opened(name, source, digest, [], BY_NAME))
 
     return _guarded(read)
 
@@ -205,22 +201,37 @@ def _load(data: bytes, *, name: str, source: str, apis: Mapping[str, Api]) -> li
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as whole_error:
-        return _from_lines(data, name, source, digest, whole_error, apis)
+        items, notes = _lines(data, source, whole_error)
+        return _first_fit(items, Opened(name, source, digest, notes, apis), lines=True)
     _shallow(doc, source, None)
-    if is_recording(doc):  # a recording of a single exchange
-        one = [(0, doc)]
-        return [trajectory_from_recording(one, name=name, source=source, digest=digest, apis=apis)]
-    return _from_document(doc, name=name, source=source, digest=digest)
+    return _first_fit(doc, Opened(name, source, digest, [], apis), lines=False)
 
 
-def _converted(
-    reader: Reader,
-    conversations: list[Converted],
-    name: str,
-    source: str,
-    digest: str,
-    notes: list[Note],
-) -> list[Trajectory]:
+def _first_fit(doc: Any, opened: Opened, *, lines: bool) -> list[Trajectory]:
+    """The file read by the first format it fits: a recording, then a harness log, then a
+    generic shape (`lines`: `doc` is a JSONL file's lines)."""
+    misses: list[tuple[str, Misfit]] = []
+    for reader in (*RECORDINGS, *READERS):
+        if reader.lines is not lines:
+            continue
+        miss = reader.miss(doc)
+        if miss is None:
+            return _read(reader, doc, opened)
+        misses.append((reader.name, miss))
+    return _generic(doc, misses, opened, lines=lines)
+
+
+def _read(reader: Reader, doc: Any, opened: Opened) -> list[Trajectory]:
+    """A file of `reader`'s format: its trajectories as the reader builds them, or its
+    conversations made trajectories by the script rules."""
+    if reader.build is not None:
+        return reader.build(doc, opened)
+    assert reader.convert is not None  # a Reader has one of the two (checked when it is made)
+    return _converted(reader, reader.convert(doc, opened.source), opened)
+
+
+def _converted(reader: Reader, conversations: list[Converted], opened: Opened) -> list[Trajectory]:
+    name, source, digest, notes = opened.name, opened.source, opened.digest, opened.notes
     out: list[Trajectory] = []
     refused: list[tuple[str | None, str]] = []  # (label, why), in file order
     for c in conversations:
@@ -263,27 +274,8 @@ def _converted(
     return out
 
 
-def _from_document(doc: Any, *, name: str, source: str, digest: str) -> list[Trajectory]:
-    misses: list[tuple[str, Misfit]] = []
-    for reader in READERS:
-        if reader.lines:
-            continue
-        miss = reader.miss(doc)
-        if miss is None:
-            return _converted(reader, reader.convert(doc, source), name, source, digest, [])
-        misses.append((reader.name, miss))
-    return _generic(doc, misses, name=name, source=source, digest=digest, notes=[], lines=False)
-
-
 def _generic(
-    doc: Any,
-    misses: list[tuple[str, Misfit]],
-    *,
-    name: str,
-    source: str,
-    digest: str,
-    notes: list[Note],
-    lines: bool,
+    doc: Any, misses: list[tuple[str, Misfit]], opened: Opened, *, lines: bool
 ) -> list[Trajectory]:
     """The first generic shape the file fits (proxy.formats.generic), once no harness log did;
     an error of its reading, or none fitting, is told with every format tried. `lines`: `doc`
@@ -292,10 +284,10 @@ def _generic(
         if reader.lines is not lines or reader.miss(doc) is not None:
             continue
         try:
-            return _converted(reader, reader.convert(doc, source), name, source, digest, notes)
+            return _read(reader, doc, opened)
         except LoadError as exc:
             raise _unrecognised(exc, misses) from None
-    raise _unrecognised(LoadError(source, None, _UNRECOGNISED), misses)
+    raise _unrecognised(LoadError(opened.source, None, _UNRECOGNISED), misses)
 
 
 def _unrecognised(exc: LoadError, misses: list[tuple[str, Misfit]]) -> LoadError:
@@ -332,35 +324,8 @@ _UNRECOGNISED = (
     f"unrecognised trajectory format: expected a JSON array of {_BARE}; "
     + '{"messages": [...]}; '
     + "".join(f"{a.file.document}; " for a in APIS if a.file.document)
-    + 'an llm_completions dump {"messages", "response"}; JSONL with one message per line; or a '
-    "recording"
+    + 'an llm_completions dump {"messages", "response"}; or JSONL with one message per line'
 )
-
-
-def _from_lines(
-    data: bytes,
-    name: str,
-    source: str,
-    digest: str,
-    whole_error: orjson.JSONDecodeError,
-    apis: Mapping[str, Api],
-) -> list[Trajectory]:
-    items, notes = _lines(data, source, whole_error)
-    if is_recording(items[0][1]):
-        return [
-            trajectory_from_recording(
-                items, name=name, source=source, digest=digest, notes=notes, apis=apis
-            )
-        ]
-    misses: list[tuple[str, Misfit]] = []
-    for reader in READERS:
-        if not reader.lines:
-            continue
-        miss = reader.miss(items)
-        if miss is None:
-            return _converted(reader, reader.convert(items, source), name, source, digest, notes)
-        misses.append((reader.name, miss))
-    return _generic(items, misses, name=name, source=source, digest=digest, notes=notes, lines=True)
 
 
 def _lines(

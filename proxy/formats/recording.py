@@ -28,6 +28,7 @@ import orjson
 from proxy.apis import BY_NAME, Api, made_up_ids, usage_in
 from proxy.errors import LoadError
 from proxy.formats.chat import epoch, trajectory_from_messages
+from proxy.formats.harness_logs.reader import Lines, Misfit, Opened, Reader
 from proxy.replay.content import text_of
 from proxy.replay.normalize import squash
 from proxy.replay.trajectory import Note, Recorded, Trajectory
@@ -388,3 +389,33 @@ def _recorded(index: int, exchange: dict[str, Any], source: str) -> Recorded:
         body=body,
         preset=preset if isinstance(preset := exchange.get("preset"), str) else None,
     )
+
+
+def _lines_miss(items: Lines) -> Misfit | None:
+    if is_recording(items[0][1]):
+        return None
+    return Misfit('its first line is not an exchange ({"type": "exchange", ...})')
+
+
+def _one_miss(doc: Any) -> Misfit | None:
+    return None if is_recording(doc) else Misfit('not an exchange ({"type": "exchange", ...})')
+
+
+def _build(items: Lines, opened: Opened) -> list[Trajectory]:
+    return [
+        trajectory_from_recording(
+            items,
+            name=opened.name,
+            source=opened.source,
+            digest=opened.digest,
+            notes=opened.notes,
+            apis=opened.apis,
+        )
+    ]
+
+
+# a recording is told apart before any other format: one exchange per line, or a file of one
+RECORDINGS = (
+    Reader("recording", True, _lines_miss, None, _build),
+    Reader("recording", False, _one_miss, None, lambda doc, opened: _build([(0, doc)], opened)),
+)

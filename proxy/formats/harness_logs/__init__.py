@@ -31,7 +31,7 @@ from proxy.formats.harness_logs import (
     openhands,
     swe_agent,
 )
-from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Reader, Script
+from proxy.formats.harness_logs.reader import Converted, Lines, Misfit, Opened, Reader, Script
 
 # the harnesses' own logs: tried in this order, before the generic shapes
 READERS: tuple[Reader, ...] = (
@@ -50,6 +50,7 @@ __all__ = [
     "Converted",
     "Lines",
     "Misfit",
+    "Opened",
     "Reader",
     "Script",
     "claude_code",

@@ -8,15 +8,20 @@ gets one error naming the closest format. `convert` turns the file into one or m
 of OpenAI chat messages (the canonical form), each message remembering where it came from; what
 it leaves out of the main script (subagent sidechains, summaries, snapshots) is reported as
 notes. The chat loader then applies the script rules, the same for every format.
+
+A format whose turns carry more than chat messages (a recording: each turn's recorded exchange,
+the exchanges of the other lanes) builds its trajectories itself instead (`build`), from the
+file and what the loader knows of it (`Opened`); it is told apart and tried like any other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.replay.trajectory import Note
+from proxy.apis import Api
+from proxy.replay.trajectory import Note, Trajectory
 
 Lines = list[tuple[int, Any]]  # (0-based line index, parsed value) of a JSONL file
 
@@ -48,11 +53,31 @@ class Misfit:
 
 
 @dataclass(frozen=True, slots=True)
+class Opened:
+    """What the loader knows of a file beside its content: what to name its trajectories, where
+    it was read from, its digest, what it left out already (a JSONL's cut last line), and the
+    APIs a recording's exchanges may have been made in, by name."""
+
+    name: str
+    source: str
+    digest: str
+    notes: list[Note]
+    apis: Mapping[str, Api]
+
+
+@dataclass(frozen=True, slots=True)
 class Reader:
     name: str  # as `check` and `convert` report it, e.g. "claude-code"
     lines: bool  # True: JSONL; False: one JSON document
     miss: Callable[[Any], Misfit | None]  # None: the file is of this format
-    convert: Callable[[Any, str], list[Converted]]  # (doc or lines, source); raises LoadError
+    # (doc or lines, source) -> its conversations as chat messages; raises LoadError
+    convert: Callable[[Any, str], list[Converted]] | None
+    # or its trajectories whole, for a format whose turns carry more than messages
+    build: Callable[[Any, Opened], list[Trajectory]] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.convert is None) is (self.build is None):
+            raise TypeError(f"reader {self.name!r}: give it convert or build, one of the two")
 
 
 class Script:
