@@ -5,6 +5,7 @@
     chat.py         OpenAI chat messages -> Trajectory, by the script rules every format goes through
                     (a file in another API's shape is first turned into chat messages by that
                     API's proxy.apis.*_history)
+    answer.py       an assistant message as the script keeps it: text, calls, time, usage
     recording.py    what --record-dir writes, read back as a script of recorded answers
     convert.py      a trajectory written back as chat JSON (`replay-proxy convert`)
     rollout.py      a trajectory as one NeMo-Gym rollout line (`convert --to nemo-gym`)

@@ -27,7 +27,8 @@ import orjson
 
 from proxy.apis import BY_NAME, Api, made_up_ids, usage_in
 from proxy.errors import LoadError
-from proxy.formats.chat import epoch, trajectory_from_messages
+from proxy.formats.answer import epoch
+from proxy.formats.chat import trajectory_from_messages
 from proxy.formats.harness_logs.reader import Lines, Misfit, Opened, Reader
 from proxy.replay.content import text_of
 from proxy.replay.normalize import squash

@@ -14,7 +14,7 @@ from proxy.apis.chat import parse_chat
 from proxy.apis.gemini import parse_gemini
 from proxy.apis.responses import parse_responses
 from proxy.formats import load_bytes
-from proxy.formats.chat import synthetic_call_id
+from proxy.formats.answer import synthetic_call_id
 from proxy.formats.convert import to_messages
 from proxy.replay.trajectory import Trajectory
 from tests.unit.formats.test_convert import same_script
