@@ -25,7 +25,7 @@ from proxy.runtime import Runtime
 from proxy.sessions.children import lane_session
 from proxy.sessions.registry import branch_point
 from proxy.sessions.status import faults, phase, restore_of
-from proxy.store.state import SessionState
+from proxy.store.state import BoundBy, SessionState
 
 
 def _runtime(request: Request) -> Runtime:
@@ -203,7 +203,7 @@ async def put_session(request: Request, session: str) -> dict[str, Any]:
         s.bind(
             name=trajectory.name,
             digest=trajectory.digest,
-            source="admin",
+            by=BoundBy.ADMIN,
             task_match=None,
             turns=len(trajectory.turns),
             replay_turns=branch,

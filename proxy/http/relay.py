@@ -16,6 +16,7 @@ from proxy.http.incoming import Incoming
 from proxy.recording.recorder import Exchange
 from proxy.recording.tap import Tap, client_secrets
 from proxy.runtime import Runtime
+from proxy.serving import Source
 from proxy.upstream import Captured, PassThrough
 from proxy.upstream.dialect import Dialect
 from proxy.upstream.socket import Refused
@@ -116,5 +117,6 @@ async def send(
         if tap is not None:
             await tap.error(error)
         raise
+    response.raw_headers.append((b"x-replay-source", Source.UPSTREAM.encode()))
     response.raw_headers.extend(headers)
     return response

@@ -42,7 +42,7 @@ from proxy.sessions.library import Library
 from proxy.sessions.status import report
 from proxy.sessions.verdict import observed, settle, settle_due
 from proxy.store import Store
-from proxy.store.state import Event, SessionState
+from proxy.store.state import BoundBy, Event, SessionState
 
 
 class Binding(NamedTuple):  # not a frozen dataclass: one is made per request, at 3x the cost
@@ -163,7 +163,7 @@ class Sessions:
             return Binding(trajectory, state)
         if wanted is None and not self.library.files and not self.library.with_task(conv.task):
             return Binding(None, state)  # nothing it could be bound to (a plain pass-through)
-        trajectory, source = await self._choose(session, conv, wanted, fits)
+        trajectory, by = await self._choose(session, conv, wanted, fits)
         if trajectory is None:
             return Binding(None, state)
         task_match = None if trajectory.task is None else _same_task(trajectory.task, conv.task)
@@ -175,7 +175,7 @@ class Sessions:
                 s.bind(
                     name=trajectory.name,
                     digest=trajectory.digest,
-                    source=source,
+                    by=by,
                     task_match=task_match,
                     turns=len(trajectory.turns),
                     replay_turns=replay_turns,
@@ -283,7 +283,7 @@ class Sessions:
     async def resolve(self, state: SessionState) -> Trajectory | None:
         """The script the session is bound to: the very one (same digest), or an error."""
         assert state.script_digest is not None and state.script_name is not None
-        if state.script_source == "admin":
+        if state.script_source == BoundBy.ADMIN:
             session = state.id
             found = await self.library.admin_script(
                 state.script_digest, session, lambda: self.store.get_script(session)
@@ -305,7 +305,8 @@ class Sessions:
         conv: Conversation,
         wanted: str | None,
         fits: Callable[[Trajectory], bool] | None,
-    ) -> tuple[Trajectory | None, str]:
+    ) -> tuple[Trajectory | None, BoundBy]:
+        """The session's script and how it was chosen (None: none fits)."""
         if wanted is not None:
             if not is_valid_name(wanted):
                 raise BadRequest(
@@ -317,22 +318,22 @@ class Sessions:
             if found is None:
                 where = self.library.folder or "the loaded trajectories (no --trajectory-dir)"
                 raise NotFound(f"x-replay-trajectory: no trajectory named {wanted!r} in {where}")
-            return (found, "header") if fits is None or fits(found) else (None, "")
+            return (found if fits is None or fits(found) else None), BoundBy.HEADER
         same_task = self.library.with_task(conv.task)
         if fits is not None:
             same_task = [t for t in same_task if fits(t)]
         for candidate in same_task:
             if await self.store.claim(candidate.name, session) == session:
-                return candidate, "task"
+                return candidate, BoundBy.TASK
         if same_task:
-            return same_task[0], "task"
+            return same_task[0], BoundBy.TASK
         if not self.bind_on_task:
             for candidate in self.library.files:
                 if fits is not None and not fits(candidate):
                     continue
                 if await self.store.claim(candidate.name, session) == session:
-                    return candidate, "unclaimed"
-        return None, ""
+                    return candidate, BoundBy.UNCLAIMED
+        return None, BoundBy.UNCLAIMED
 
     async def status(self, state: SessionState) -> dict[str, Any]:
         """The exact status of a session, as the admin API reports it."""

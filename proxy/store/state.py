@@ -5,7 +5,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
+
+
+class BoundBy(StrEnum):
+    """How a session got its script (the glossary's binding), kept as the state's `script_source`
+    and shown as the status's `script.source`, names older than this one."""
+
+    ADMIN = "admin"  # PUT /replay/sessions/{id}
+    HEADER = "header"  # x-replay-trajectory
+    TASK = "task"  # a loaded script with the same task
+    UNCLAIMED = "unclaimed"  # the only script no session had claimed yet
 
 
 @dataclass(slots=True)
@@ -16,7 +27,7 @@ class SessionState:
     # the script the session is bound to, and how it was chosen
     script_name: str | None = None
     script_digest: str | None = None
-    script_source: str | None = None  # admin | header | task | unclaimed
+    script_source: str | None = None  # how it was chosen: a BoundBy
     task_match: bool | None = None
     turns_total: int = 0
     replay_turns: int | None = None  # a branch: only the first K turns are replayed, then live
@@ -120,14 +131,14 @@ class SessionState:
         *,
         name: str,
         digest: str,
-        source: str,
+        by: BoundBy,
         task_match: bool | None,
         turns: int,
         replay_turns: int | None,
     ) -> None:
         self.script_name = name
         self.script_digest = digest
-        self.script_source = source
+        self.script_source = by
         self.task_match = task_match
         self.turns_total = turns
         self.replay_turns = replay_turns

@@ -178,7 +178,6 @@ class PassThrough(Response):
         self.status_code = answer.status
         self.background = None
         headers, self.content_type = answer_headers(answer.raw_headers)
-        headers.append((b"x-replay-source", b"upstream"))
         self.raw_headers = headers
         self.is_sse = self.content_type.startswith("text/event-stream")
         self.on_complete = on_complete

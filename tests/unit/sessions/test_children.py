@@ -17,7 +17,7 @@ from proxy.sessions import children
 from proxy.sessions.library import Library
 from proxy.sessions.registry import Sessions
 from proxy.store.memory import MemoryStore
-from proxy.store.state import SessionState
+from proxy.store.state import BoundBy, SessionState
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
 
@@ -64,7 +64,7 @@ def asked(*texts: str) -> Conversation:
 def replaying(run: Trajectory, planned: int | None = None) -> SessionState:
     """A root session bound to `run`, replaying its first `planned` turns (all: None)."""
     state = SessionState(id="root", created=0.0, last_seen=0.0)
-    state.bind(name=run.name, digest=run.digest, source="header", task_match=True,
+    state.bind(name=run.name, digest=run.digest, by=BoundBy.HEADER, task_match=True,
                turns=len(run.turns), replay_turns=planned)  # fmt: skip
     return state
 

@@ -12,7 +12,7 @@ from proxy.formats import load_file
 from proxy.replay.faults import Fault, Kind
 from proxy.replay.trajectory import Trajectory
 from proxy.sessions.status import faults, iso, phase, report
-from proxy.store.state import SessionState
+from proxy.store.state import BoundBy, SessionState
 
 GREETING = Path(__file__).parents[3] / "examples" / "greeting.json"
 CALLS = ["call_greet_1", "call_greet_2", "call_greet_3"]
@@ -27,7 +27,7 @@ def bound(t: Trajectory, *, replay_turns: int | None = None, **fields: Any) -> S
     state.bind(
         name=t.name,
         digest=t.digest,
-        source="unclaimed",
+        by=BoundBy.UNCLAIMED,
         task_match=True,
         turns=len(t.turns),
         replay_turns=replay_turns,

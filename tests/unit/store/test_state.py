@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.store.state import SessionState, cursor_of, event_for, read_cursor
+from proxy.store.state import BoundBy, SessionState, cursor_of, event_for, read_cursor
 
 
 def busy() -> SessionState:
@@ -114,7 +114,7 @@ def test_a_state_from_a_dict_with_an_unknown_field_is_refused() -> None:
 def test_binding_sets_the_script_and_clears_what_a_live_session_had() -> None:
     state = busy()
     state.bind(
-        name="other", digest="e" * 64, source="admin", task_match=None, turns=5, replay_turns=None
+        name="other", digest="e" * 64, by=BoundBy.ADMIN, task_match=None, turns=5, replay_turns=None
     )
     assert (state.script_name, state.script_digest, state.script_source) == (
         "other",
