@@ -217,7 +217,7 @@ class Settings(BaseSettings):
         int | None,
         Flag(
             "branch every session: replay only the first K scripted turns, then go live (a session's x-replay-turns header or admin PUT ?turns=K overrides it)",
-            "every session [branches](exchanges.md#branching-replay-the-first-k-turns-then-go-live) at turn K: it replays the first K turns, then goes live; a session's `x-replay-turns` header or admin `?turns=K` overrides it; refused with `--mode strict`",
+            "every session [branches](rounds.md#branching-replay-the-first-k-turns-then-go-live) at turn K: it replays the first K turns, then goes live; a session's `x-replay-turns` header or admin `?turns=K` overrides it; refused with `--mode strict`",
             metavar="K",
             default="(whole script)",
         ),

@@ -94,10 +94,10 @@ def _tokens(tokens: Tokens) -> str:
 def describe(t: Trajectory, *, named: bool = False) -> str:
     """What `check` prints of a trajectory; `named`: one of a file's several (rollouts), led by
     its own name (NAME.LINE), the one a request picks it by."""
-    exchanges = f"{t.exchanges} exchange" + ("" if t.exchanges == 1 else "s")
+    rounds = f"{t.rounds} round" + ("" if t.rounds == 1 else "s")
     lines = [
         f"{t.source}: {t.name + ': ' if named else ''}{t.format}, {len(t.turns)} turns in "
-        f"{exchanges}, "
+        f"{rounds}, "
         f"{t.tool_call_count} tool calls",
         f"  task: {_short(t.task) if t.task is not None else '(none: no user message)'}",
     ]
@@ -116,7 +116,7 @@ def describe(t: Trajectory, *, named: bool = False) -> str:
                 )
                 continue
             lines.append(
-                f"  {_user(t, user.index)} opens exchange {turn.exchange} "
+                f"  {_user(t, user.index)} opens round {turn.round} "
                 "(the harness sends it; compared, not spliced)"
             )
         for user in turn.users_before:

@@ -4,8 +4,8 @@
 - the first user message is the task; later user messages attach to the turn they precede,
   or trail after the last turn;
 - each assistant message with text or tool calls is one turn with all its calls;
-- a text-only one ends an exchange; user messages after it are the follow-up that opens the next
-  exchange (the harness sends those itself), and an assistant or tool message that comes after it
+- a text-only one ends a round; user messages after it are the follow-up that opens the next
+  round (the harness sends those itself), and an assistant or tool message that comes after it
   with no user message between is dropped;
 - an assistant message without tool calls before the first user message (and before any turn)
   is part of the prompt, like the system prompt: the environment put it there (a greeting);
@@ -21,7 +21,7 @@
   no recorded id (so a file that records no ids at all still pairs calls and outputs);
 - skipped and dropped messages are reported;
 - with no tool call at all the script is text-based (proxy.replay.text_based): the user messages
-  between turns are the harness's observations, and it is one exchange.
+  between turns are the harness's observations, and it is one round.
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ class _Reading:
     message to the next."""
 
     __slots__ = (
-        "digest", "dropped", "empty", "exchange", "final_index", "fmt", "follow_up", "greetings",
-        "has_user", "outputs", "pending", "places", "provisional", "skipped", "source", "systems",
+        "digest", "dropped", "empty", "final_index", "fmt", "follow_up", "greetings", "has_user",
+        "outputs", "pending", "places", "provisional", "round", "skipped", "source", "systems",
         "task", "turns", "unanswered", "unit",
     )  # fmt: skip
 
@@ -95,9 +95,9 @@ class _Reading:
         self.outputs: dict[str, str] = {}
         self.skipped: list[Note] = []
         self.dropped: list[Note] = []
-        self.final_index: int | None = None  # the text-only turn that ended the exchange
+        self.final_index: int | None = None  # the text-only turn that ended the round
         self.follow_up: list[UserMessage] = []  # the user messages after it
-        self.exchange = 1
+        self.round = 1
 
     def read(self, idx: int, msg: Any) -> None:
         """One message: checked, then what its role makes of it."""
@@ -128,20 +128,20 @@ class _Reading:
 
     def _settle_empty(self, role: str) -> None:
         """An empty answer before an answer is skipped; before a user message, it ended its
-        exchange, unless more answers come."""
+        round, unless more answers come."""
         assert self.empty is not None
         if role == "assistant" or self.provisional:
             self.skipped.append(_placeholder(self.empty))
         else:
             self.final_index = _empty_answer(
-                self.turns, self.empty, self.pending, self.follow_up, self.exchange
+                self.turns, self.empty, self.pending, self.follow_up, self.round
             )
             self.pending, self.follow_up, self.provisional = [], [], True
             self.unanswered.clear()
         self.empty = None
 
     def _opens_next(self, idx: int, role: str, msg: dict[str, Any]) -> bool:
-        """After a text-only turn: an assistant or tool message opens the next exchange once a
+        """After a text-only turn: an assistant or tool message opens the next round once a
         follow-up came (or it is a model call of its own); else it is dropped (False)."""
         if not self.follow_up and role == "assistant" and OWN_CALL in msg:
             self.follow_up = []  # a model call of its own: what it was sent was not recorded
@@ -157,7 +157,7 @@ class _Reading:
             )
             return False
         self.final_index = None
-        self.exchange += 1
+        self.round += 1
         return True
 
     def _tool(self, idx: int, msg: dict[str, Any], content: Any) -> None:
@@ -197,7 +197,7 @@ class _Reading:
                 self.empty = (idx, reasoning, tokens)
             return
         if self.provisional:  # an answer follows the empty one: a harness never sends it back
-            self.pending, self.follow_up, self.exchange = _withdrawn(
+            self.pending, self.follow_up, self.round = _withdrawn(
                 self.turns, self.pending, self.follow_up, self.skipped
             )
             self.provisional = False
@@ -221,7 +221,7 @@ class _Reading:
                 calls,
                 tuple(self.pending),
                 None,
-                self.exchange,
+                self.round,
                 tuple(self.follow_up),
                 usage,
                 created,
@@ -237,14 +237,14 @@ class _Reading:
         what is left at the end said."""
         turns, skipped = self.turns, self.skipped
         if self.empty is not None and not self.provisional:  # the last answer was empty
-            _empty_answer(turns, self.empty, self.pending, self.follow_up, self.exchange)
+            _empty_answer(turns, self.empty, self.pending, self.follow_up, self.round)
             self.pending, self.follow_up = [], []
         elif self.empty is not None:
             skipped.append(_placeholder(self.empty))
         text_based = bool(turns) and not any(t.tool_calls for t in turns)
-        if text_based:  # the user messages between turns are observations: one exchange
+        if text_based:  # the user messages between turns are observations: one round
             for turn in turns:
-                turn.exchange = 1
+                turn.round = 1
         what = (
             "the observation of the last turn"
             if text_based
@@ -295,7 +295,7 @@ def _withdrawn(
             "replayed empty",
         )
     )
-    return [*empty.users_before, *follow_up, *pending], list(empty.follow_up), empty.exchange
+    return [*empty.users_before, *follow_up, *pending], list(empty.follow_up), empty.round
 
 
 def _empty_answer(
@@ -303,7 +303,7 @@ def _empty_answer(
     empty: tuple[int, str | None, Tokens | None],
     pending: list[UserMessage],
     follow_up: list[UserMessage],
-    exchange: int,
+    in_round: int,
 ) -> int:
     """An empty answer that nothing replaced: a final turn with no text, as the model gave it."""
     idx, reasoning, tokens = empty
@@ -316,7 +316,7 @@ def _empty_answer(
             (),
             tuple(pending),
             None,
-            exchange,
+            in_round,
             tuple(follow_up),
             tokens=tokens,
         )

@@ -68,9 +68,9 @@ def write(t: Trajectory, path: Path) -> None:
 
 def report(t: Trajectory, written: Path) -> list[str]:
     """What `convert` prints for one trajectory: what it mapped, and what it left out."""
-    exchanges = f"{t.exchanges} exchange" + ("" if t.exchanges == 1 else "s")
+    rounds = f"{t.rounds} round" + ("" if t.rounds == 1 else "s")
     lines = [
-        f"{t.source} ({t.format}) -> {written}: {len(t.turns)} turns in {exchanges}, "
+        f"{t.source} ({t.format}) -> {written}: {len(t.turns)} turns in {rounds}, "
         f"{t.tool_call_count} tool calls, {len(t.tool_outputs)} tool outputs"
         + (
             ", text-based (the user messages between turns are observations)"

@@ -1,7 +1,7 @@
 """The per-request decision, pure: (script, session flags, request) -> what the request gets.
 
 Turn k is due when the request history holds exactly the first k scripted turns, matched by
-tool-call id (text-only turns by their text), and, where a turn opens a later exchange, the
+tool-call id (text-only turns by their text), and, where a turn opens a later round, the
 follow-up user messages the harness sent before it (in a text-based script the user messages
 between turns are observations instead: proxy.replay.text_based). It is derived from the history,
 never from a counter, so a retried or re-sent request gets the same turn again, and two concurrent
@@ -263,7 +263,7 @@ def match_history(
     r = 0
     for i, turn in enumerate(turns):
         if r >= len(replies):
-            if follow_ups and turn.follow_up and out:  # the due turn opens an exchange
+            if follow_ups and turn.follow_up and out:  # the due turn opens a round
                 divergence = _follow_up(conv, turn, out[-1], conv.message_count, masks, preset)
                 if divergence is not None:
                     return i, divergence, out

@@ -1,8 +1,8 @@
 """The one internal model of a saved run: a Trajectory is a task plus a script of Turns.
 
-The script is one or more exchanges: each runs from a user prompt (the task, then each follow-up
+The script is one or more rounds: each runs from a user prompt (the task, then each follow-up
 the user typed after an answer) to a text-only final answer. A script with no tool call at all is
-text-based: one exchange whose user messages between turns are the harness's observations.
+text-based: one round whose user messages between turns are the harness's observations.
 
 Every loader produces this, whatever the input format; the engine and the renderers read only this.
 Treat all of it as read-only. Only Trajectory is frozen: a large file makes tens of thousands of
@@ -104,8 +104,8 @@ class Turn:
     tool_calls: tuple[ToolCall, ...]
     users_before: tuple[UserMessage, ...] = ()  # later user messages this turn answered
     recorded: Recorded | None = None  # the exchange that produced it, when from a recording
-    exchange: int = 1  # which exchange of the conversation (user prompt -> final answer) it is in
-    # the user messages that opened this turn's exchange after the previous one's final answer:
+    round: int = 1  # which round of the conversation (a user prompt -> the final answer) it is in
+    # the user messages that opened this turn's round after the previous one's final answer:
     # the harness sends these itself, so they are compared with the request, never spliced
     follow_up: tuple[UserMessage, ...] = ()
     usage: Usage | None = None  # what the recorded model call cost, when the file says
@@ -117,7 +117,7 @@ class Turn:
         runs on every scripted answer, and dataclasses.replace costs three times as much."""
         return Turn(
             self.number, self.index, self.text, self.reasoning, self.tool_calls,
-            self.users_before, self.recorded, self.exchange, self.follow_up, usage, created,
+            self.users_before, self.recorded, self.round, self.follow_up, usage, created,
             self.tokens,
         )  # fmt: skip
 
@@ -239,8 +239,8 @@ class Trajectory:
         return sum(len(t.tool_calls) for t in self.turns)
 
     @property
-    def exchanges(self) -> int:
-        return self.turns[-1].exchange if self.turns else 0
+    def rounds(self) -> int:
+        return self.turns[-1].round if self.turns else 0
 
     def summary(self) -> dict[str, Any]:
         """What `check` prints and the status page shows about the script."""
@@ -250,11 +250,11 @@ class Trajectory:
             "format": self.format,
             "task": self.task,
             "text_based": self.text_based,
-            "exchanges": self.exchanges,
+            "rounds": self.rounds,
             "turns": [
                 {
                     "turn": t.number,
-                    "exchange": t.exchange,
+                    "round": t.round,
                     "index": t.index,
                     "where": self.place(t.index),
                     "text": t.text,

@@ -64,7 +64,7 @@ def report(
             "source": state.script_source,
             "task_match": state.task_match,
             "turns_total": state.turns_total,
-            "exchanges": trajectory.exchanges if trajectory is not None else None,
+            "rounds": trajectory.rounds if trajectory is not None else None,
             "text_based": trajectory.text_based if trajectory is not None else None,
             "tool_calls": len(calls) if trajectory is not None else None,
             "skipped": [{"index": n.index, "reason": n.reason} for n in trajectory.skipped]

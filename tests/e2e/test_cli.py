@@ -54,7 +54,7 @@ def test_check_describes_a_trajectory() -> None:
     result = run("check", str(TRAJ))
     assert result.returncode == 0
     out = result.stdout
-    assert "chat, 3 turns in 1 exchange, 3 tool calls" in out
+    assert "chat, 3 turns in 1 round, 3 tool calls" in out
     assert "turn 1 (message 2): 1 tool call(s), reasoning" in out
     assert "user message 6 comes before turn 3 (spliced live)" in out
     assert "bash [call_greet_3]" in out
@@ -78,7 +78,7 @@ def test_check_json_and_reports_every_skip(tmp_path: Path) -> None:
     text = run("check", str(path))
     out = text.stdout
     # no tool call anywhere: text-based, so the user messages between turns are observations
-    assert "chat, 2 turns in 1 exchange, 0 tool calls" in out
+    assert "chat, 2 turns in 1 round, 0 tool calls" in out
     assert "  text-based: no turn calls a tool" in out
     assert "skipped message 1: empty assistant message" in out
     assert (
@@ -88,8 +88,8 @@ def test_check_json_and_reports_every_skip(tmp_path: Path) -> None:
     assert "user message 4 is the observation of turn 1 (the harness sends it" in out
     assert "skipped message 6: the observation of the last turn, with no recorded answer" in out
     described = json.loads(run("check", "--json", str(path)).stdout)
-    assert described[0]["text_based"] is True and described[0]["exchanges"] == 1
-    assert [t["exchange"] for t in described[0]["turns"]] == [1, 1]
+    assert described[0]["text_based"] is True and described[0]["rounds"] == 1
+    assert [t["round"] for t in described[0]["turns"]] == [1, 1]
     assert described[0]["turns"][1]["follow_up"] == [4]
     assert described[0]["turns"][0]["final"] is True
     assert described[0]["skipped"][0] == {
@@ -114,8 +114,8 @@ def test_check_json_and_reports_every_skip(tmp_path: Path) -> None:
         )
     )
     out = run("check", str(path)).stdout
-    assert "chat, 3 turns in 2 exchanges, 1 tool calls" in out and "text-based" not in out
-    assert "user message 4 opens exchange 2 (the harness sends it; compared, not spliced)" in out
+    assert "chat, 3 turns in 2 rounds, 1 tool calls" in out and "text-based" not in out
+    assert "user message 4 opens round 2 (the harness sends it; compared, not spliced)" in out
     assert "skipped message 6: a follow-up after the last answer, with no recorded answer" in out
 
 
@@ -269,7 +269,7 @@ def test_convert_writes_chat_json_and_says_what_it_left_out(tmp_path: Path) -> N
     result = run("convert", str(source), str(TRAJ), "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert (
-        f"{source} (chat) -> {out}/talk.json: 2 turns in 1 exchange, 0 tool calls, 0 tool outputs, "
+        f"{source} (chat) -> {out}/talk.json: 2 turns in 1 round, 0 tool calls, 0 tool outputs, "
         "text-based (the user messages between turns are observations)" in result.stdout
     )
     assert "  left out 2: assistant message right after the text-only turn" in result.stdout

@@ -39,7 +39,7 @@ CHECKS = {
     "test_claude_code_agent_tool_spawns_a_child_whose_calls_go_upstream": "Agent subagent",
 }
 # tests with no harness in their id
-MODULES = {"test_exchanges": "opencode", "test_text_based": "mini", "test_rollout_url": "mini"}
+MODULES = {"test_rounds": "opencode", "test_text_based": "mini", "test_rollout_url": "mini"}
 
 
 def npm_newest(package: str) -> str:

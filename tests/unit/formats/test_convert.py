@@ -13,13 +13,13 @@ from proxy.formats import load_bytes, load_file
 from proxy.formats.convert import to_messages
 from proxy.replay.trajectory import Trajectory
 from tests.conftest import ROOT
-from tests.unit.replay.test_exchanges import RECORDED as CONVERSATION
+from tests.unit.replay.test_rounds import RECORDED as CONVERSATION
 
 
 def same_script(a: Trajectory, b: Trajectory) -> None:
-    assert (a.task, a.system, a.exchanges) == (b.task, b.system, b.exchanges)
-    assert [(t.number, t.exchange, t.text, t.reasoning) for t in a.turns] == [
-        (t.number, t.exchange, t.text, t.reasoning) for t in b.turns
+    assert (a.task, a.system, a.rounds) == (b.task, b.system, b.rounds)
+    assert [(t.number, t.round, t.text, t.reasoning) for t in a.turns] == [
+        (t.number, t.round, t.text, t.reasoning) for t in b.turns
     ]
     assert [[(c.id, c.name, c.arguments) for c in t.tool_calls] for t in a.turns] == [
         [(c.id, c.name, c.arguments) for c in t.tool_calls] for t in b.turns

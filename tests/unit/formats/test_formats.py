@@ -88,8 +88,8 @@ def test_a_user_message_after_a_text_only_turn_opens_the_next_exchange() -> None
             {"role": "assistant", "content": "Done again."},
         ]
     )
-    assert [turn.exchange for turn in t.turns] == [1, 1, 1, 2, 2]
-    assert t.exchanges == 2 and not t.dropped
+    assert [turn.round for turn in t.turns] == [1, 1, 1, 2, 2]
+    assert t.rounds == 2 and not t.dropped
     fourth = t.turns[3]
     assert [u.index for u in fourth.follow_up] == [8] and not fourth.users_before
     assert t.tool_outputs["c9"] == "out9"
@@ -106,7 +106,7 @@ def test_an_assistant_message_right_after_a_text_only_turn_is_dropped() -> None:
             {"role": "assistant", "content": "Sure."},
         ]
     )
-    assert len(t.turns) == 4 and t.turns[3].text == "Sure." and t.turns[3].exchange == 2
+    assert len(t.turns) == 4 and t.turns[3].text == "Sure." and t.turns[3].round == 2
     assert [n.index for n in t.dropped] == [8, 9, 10]
     assert "right after the text-only turn (message 7) with no user message between" in (
         t.dropped[0].reason

@@ -146,7 +146,7 @@ def test_steps_before_the_first_user_message_are_turns_and_the_late_user_opens_a
     )
     assert t.task is None
     assert [[c.id for c in turn.tool_calls] for turn in t.turns] == [["c1"], [], ["c2"], []]
-    assert [turn.exchange for turn in t.turns] == [1, 1, 2, 2]
+    assert [turn.round for turn in t.turns] == [1, 1, 2, 2]
     assert [u.content for u in t.turns[2].follow_up] == [
         [{"type": "text", "text": "Could you confirm once it has moved?"}]
     ]

@@ -40,7 +40,7 @@ def as_read(t: Trajectory) -> Any:
                 u.number, u.text, u.reasoning,
                 [(c.id, c.name, c.arguments, c.dispatch) for c in u.tool_calls],
                 [x.content for x in u.users_before], [x.content for x in u.follow_up],
-                u.exchange, u.usage, u.created, u.tokens, u.final,
+                u.round, u.usage, u.created, u.tokens, u.final,
             )
             for u in t.turns
         ],

@@ -86,7 +86,7 @@ def request(*messages: dict[str, Any], system: str = SYSTEM, task: str = TASK) -
 
 def test_a_script_without_tool_calls_is_text_based_with_observations_between_turns() -> None:
     s = script()
-    assert s.text_based and s.exchanges == 1 and len(s.turns) == 3
+    assert s.text_based and s.rounds == 1 and len(s.turns) == 3
     assert [t.text for t in s.turns] == ACTIONS
     assert [[u.content for u in t.follow_up] for t in s.turns] == [[], OUTPUTS[:1], OUTPUTS[1:]]
     assert s.skipped == () and s.dropped == ()

@@ -149,7 +149,7 @@ def test_a_retried_first_request_and_a_follow_up_stay_in_the_run(
     assert [x["status"] for x in recorded] == [500, 200, 200, 200, 200]
     t = load_file(folder / "ses_one.jsonl")
     assert [c.id for turn in t.turns for c in turn.tool_calls] == ["call_a_1", "call_a_2"]
-    assert t.turns[-1].text == "And the follow-up's answer." and t.exchanges == 2
+    assert t.turns[-1].text == "And the follow-up's answer." and t.rounds == 2
 
 
 def test_a_text_based_run_twice_is_two_recordings(proxy: ProxyFactory, tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ def test_two_exchanges_with_parallel_calls_reasoning_a_subagent_and_a_compaction
     assert t.system is None  # Claude Code builds it per request; the transcript has none
     assert calls(t) == [["toolu_cc_1", "toolu_cc_2"], ["toolu_cc_3"], ["toolu_cc_4"], [],
                         ["toolu_cc_5"], []]  # fmt: skip
-    assert [turn.exchange for turn in t.turns] == [1, 1, 1, 1, 2, 2]
+    assert [turn.round for turn in t.turns] == [1, 1, 1, 1, 2, 2]
     assert [turn.index for turn in t.turns] == [5, 11, 13, 16, 21, 23]  # each response's 1st line
     first = t.turns[0]  # lines 5-8: thinking, text and two tool_use lines of one message.id
     assert first.reasoning == "I should see what is in the repository before changing it."

@@ -34,7 +34,7 @@ def test_two_exchanges_with_parallel_calls_reasoning_a_subagent_and_a_freeform_c
     assert t.task == "Set up the greeting files in this repository."  # not <environment_context>
     assert calls(t) == [["call_cx_1", "call_cx_2"], ["call_cx_3"], ["call_cx_4"], ["call_cx_5"],
                         [], ["call_cx_7"], []]  # fmt: skip
-    assert [turn.exchange for turn in t.turns] == [1, 1, 1, 1, 1, 2, 2]
+    assert [turn.round for turn in t.turns] == [1, 1, 1, 1, 1, 2, 2]
     assert [turn.index for turn in t.turns] == [10, 21, 27, 32, 39, 54, 60]
     first = t.turns[0]  # lines 10-14: reasoning, message, two function calls of one response
     assert first.reasoning == "I should see what is in the repository before changing it."

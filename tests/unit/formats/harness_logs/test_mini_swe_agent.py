@@ -52,7 +52,7 @@ def test_messages_lose_extra_and_keep_what_the_model_was_sent() -> None:
 
 def test_text_based_run_is_read_as_a_text_based_script() -> None:
     t = read(values("mini-swe-agent/textbased.traj.json"))
-    assert t.text_based and t.exchanges == 1
+    assert t.text_based and t.rounds == 1
     assert calls(t) == [[], [], []]
     assert [turn.index for turn in t.turns] == [2, 5, 7]
     assert t.turns[0].reasoning == "Start by looking around."

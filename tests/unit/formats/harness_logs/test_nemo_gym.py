@@ -77,7 +77,7 @@ def test_a_multi_turn_environment_puts_its_user_messages_in_the_output() -> None
     # the actions are text (<action>...</action>): a text-based script, whose user messages
     # between turns are the environment's observations
     assert t.text_based
-    assert [turn.exchange for turn in t.turns] == [1, 1]
+    assert [turn.round for turn in t.turns] == [1, 1]
     [follow_up] = t.turns[1].follow_up
     assert isinstance(follow_up.content, str) and follow_up.content.startswith(
         "Your hand: [8, 5, 3] = 16"
@@ -346,7 +346,7 @@ def test_check_prints_each_rollouts_name_the_one_a_request_picks_it_by(
     assert check([path]) == 0
     firsts = [line for line in capsys.readouterr().out.splitlines() if line.startswith(str(path))]
     assert [line.split(": ")[1] for line in firsts] == [f"lc.{k}" for k in range(1, 6)]
-    assert firsts[1] == f"{path}: lc.2: nemo-gym, 1 turns in 1 exchange, 0 tool calls"
+    assert firsts[1] == f"{path}: lc.2: nemo-gym, 1 turns in 1 round, 0 tool calls"
     assert check([path], as_json=True) == 0
     assert [t["name"] for t in json.loads(capsys.readouterr().out)] == [
         f"lc.{k}" for k in range(1, 6)

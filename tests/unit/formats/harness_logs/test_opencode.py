@@ -24,7 +24,7 @@ def test_a_session_of_two_exchanges_with_parallel_calls_reasoning_and_a_subagent
     assert t.task == '"Set up the greeting files in this repository."'  # as opencode run sent it
     assert t.system is None  # opencode builds it per request; the export has none
     assert [len(turn.tool_calls) for turn in t.turns] == [2, 1, 1, 1, 0, 1, 0]
-    assert [turn.exchange for turn in t.turns] == [1, 1, 1, 1, 1, 2, 2]
+    assert [turn.round for turn in t.turns] == [1, 1, 1, 1, 1, 2, 2]
     assert [turn.index for turn in t.turns] == [1, 2, 3, 4, 5, 7, 8]  # opencode message indexes
     first = t.turns[0]
     assert [c.id for c in first.tool_calls] == ["call_oc_1", "call_oc_2"]  # one step: parallel

@@ -101,7 +101,7 @@ def test_v0_trajectory_from_the_openhands_app() -> None:
 def test_v0_conversation_of_several_user_messages_ends_with_the_finish_call() -> None:
     t = read(v0("basic_interactions"))
     assert t.task == "what's 1+1?"
-    assert [turn.exchange for turn in t.turns] == [1, 2, 3]
+    assert [turn.round for turn in t.turns] == [1, 2, 3]
     assert [c.name for c in t.turns[-1].tool_calls] == ["finish"]
     assert t.turns[-1].tool_calls[0].id == "call_IpyczPgEAwtpRWFZ2RNokTdH"
 

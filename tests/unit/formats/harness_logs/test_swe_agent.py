@@ -39,7 +39,7 @@ def test_text_mode_leaves_the_demonstration_out_and_says_it_is_text_based() -> N
     assert t.task is not None and t.task.startswith("We're currently solving the following issue")
     assert calls(t) == [[]] * 5  # the action is a ``` block in the text
     assert [turn.index for turn in t.turns] == [3, 5, 7, 9, 11]
-    assert t.text_based and [turn.exchange for turn in t.turns] == [1] * 5
+    assert t.text_based and [turn.round for turn in t.turns] == [1] * 5
     assert "```\nopen tests/missing_colon.py\n```" in t.turns[1].text
     assert [u.index for u in t.turns[1].follow_up] == [4]  # the observation of turn 1
     skipped = notes(t)

@@ -1,6 +1,6 @@
-"""Sessions of several exchanges, and branching at turn K, step by step.
+"""Sessions of several rounds, and branching at turn K, step by step.
 
-An exchange runs from a user prompt to a text-only answer; the harness sends each follow-up
+A round runs from a user prompt to a text-only answer; the harness sends each follow-up
 itself, so the engine compares it with the recorded one (masks apply) instead of splicing it.
 """
 
@@ -48,19 +48,19 @@ def tool(call_id: str) -> dict[str, Any]:
 
 SYSTEM = {"role": "system", "content": "sys"}
 TASK = {"role": "user", "content": "task"}
-# exchange 1: a tool turn, then an answer; exchange 2: a tool turn, a hint, a tool turn, an answer
-EXCHANGE1 = [asst(tc("c1")), tool("c1"), {"role": "assistant", "content": "Part one done."}]
-EXCHANGE2_START = [asst(tc("c2")), tool("c2")]
+# round 1: a tool turn, then an answer; round 2: a tool turn, a hint, a tool turn, an answer
+ROUND1 = [asst(tc("c1")), tool("c1"), {"role": "assistant", "content": "Part one done."}]
+ROUND2_START = [asst(tc("c2")), tool("c2")]
 HINT = {"role": "user", "content": "hint before c3"}
-EXCHANGE2_END = [asst(tc("c3")), tool("c3"), {"role": "assistant", "content": "All done."}]
+ROUND2_END = [asst(tc("c3")), tool("c3"), {"role": "assistant", "content": "All done."}]
 RECORDED = [
     SYSTEM,
     TASK,
-    *EXCHANGE1,
+    *ROUND1,
     {"role": "user", "content": FOLLOW_UP},
-    *EXCHANGE2_START,
+    *ROUND2_START,
     HINT,
-    *EXCHANGE2_END,
+    *ROUND2_END,
 ]
 
 
@@ -76,30 +76,30 @@ def user(text: str = FOLLOW_UP) -> dict[str, Any]:
     return {"role": "user", "content": text}
 
 
-def test_the_script_holds_both_exchanges() -> None:
+def test_the_script_holds_both_rounds() -> None:
     s = script()
-    assert [t.exchange for t in s.turns] == [1, 1, 2, 2, 2] and s.exchanges == 2
+    assert [t.round for t in s.turns] == [1, 1, 2, 2, 2] and s.rounds == 2
     assert [u.index for u in s.turns[2].follow_up] == [5]
     assert [u.index for u in s.turns[3].users_before] == [8]  # the hint is still spliced
-    assert s.summary()["exchanges"] == 2
+    assert s.summary()["rounds"] == 2
 
 
-def test_playbook_the_harness_sends_the_follow_up_and_gets_the_next_exchange() -> None:
+def test_playbook_the_harness_sends_the_follow_up_and_gets_the_next_round() -> None:
     s = script()
     answer = decide(request(asst(tc("c1")), tool("c1")), s)
     assert isinstance(answer, Scripted) and answer.turn.number == 2 and answer.turn.final
 
     # the harness that stops at the answer sends nothing more; one that continues sends the
-    # follow-up itself, and the next exchange is served
-    follow = decide(request(*EXCHANGE1, user()), s)
+    # follow-up itself, and the next round is served
+    follow = decide(request(*ROUND1, user()), s)
     assert isinstance(follow, Scripted) and follow.turn.number == 3 and follow.total == 5
-    again = decide(request(*EXCHANGE1, user()), s)  # a retry gets the same turn
+    again = decide(request(*ROUND1, user()), s)  # a retry gets the same turn
     assert isinstance(again, Scripted) and again.turn is follow.turn
 
-    fourth = decide(request(*EXCHANGE1, user(), *EXCHANGE2_START), s)
+    fourth = decide(request(*ROUND1, user(), *ROUND2_START), s)
     assert isinstance(fourth, Scripted) and fourth.turn.number == 4
 
-    history = [*EXCHANGE1, user(), *EXCHANGE2_START, *EXCHANGE2_END]
+    history = [*ROUND1, user(), *ROUND2_START, *ROUND2_END]
     live = decide(request(*history, user("a third question")), s)
     assert isinstance(live, Forward) and live.reason is ForwardReason.SCRIPT_DONE
     assert live.held == 5
@@ -109,18 +109,18 @@ def test_playbook_the_harness_sends_the_follow_up_and_gets_the_next_exchange() -
 
 
 def test_a_different_follow_up_is_a_divergence_with_its_path() -> None:
-    d = decide(request(*EXCHANGE1, user("Now delete everything.")), script())
+    d = decide(request(*ROUND1, user("Now delete everything.")), script())
     assert isinstance(d, Diverged) and d.divergence.kind == "follow-up"
     assert d.divergence.turn == 3
     assert d.divergence.difference.path == "messages[5].content"
     assert '"Now delete everything."' in d.divergence.difference.actual
 
-    # it is judged at every later step too, not only when the exchange opens
-    later = decide(request(*EXCHANGE1, user("Other."), *EXCHANGE2_START), script())
+    # it is judged at every later step too, not only when the round opens
+    later = decide(request(*ROUND1, user("Other."), *ROUND2_START), script())
     assert isinstance(later, Diverged) and later.divergence.difference.path == "messages[5].content"
 
     live = decide(
-        request(*EXCHANGE1, user("Other.")),
+        request(*ROUND1, user("Other.")),
         script(),
         rules=Rules(on_divergence=DivergencePolicy.LIVE),
     )
@@ -128,7 +128,7 @@ def test_a_different_follow_up_is_a_divergence_with_its_path() -> None:
 
 
 def test_a_request_with_no_follow_up_after_the_answer_is_a_divergence() -> None:
-    d = decide(request(*EXCHANGE1), script())
+    d = decide(request(*ROUND1), script())
     assert isinstance(d, Diverged) and d.divergence.kind == "follow-up"
     assert d.divergence.difference.path == "messages[5]"
     assert "no user message after the answer" in d.divergence.difference.actual
@@ -137,13 +137,13 @@ def test_a_request_with_no_follow_up_after_the_answer_is_a_divergence() -> None:
 def test_masks_and_whitespace_apply_to_the_follow_up() -> None:
     sent = user("Now also   write the answer,\ndated 2027-12-31.")
     rules = Rules(masks=(re.compile(r"\d{4}-\d\d-\d\d"),))
-    assert isinstance(decide(request(*EXCHANGE1, sent), script(), rules=rules), Scripted)
-    assert isinstance(decide(request(*EXCHANGE1, sent), script()), Diverged)
+    assert isinstance(decide(request(*ROUND1, sent), script(), rules=rules), Scripted)
+    assert isinstance(decide(request(*ROUND1, sent), script()), Diverged)
 
 
 def test_a_follow_up_split_in_two_messages_is_compared_whole() -> None:
     halves = [user("Now also write the answer,"), user("dated 2026-01-02.")]
-    assert isinstance(decide(request(*EXCHANGE1, *halves), script()), Scripted)
+    assert isinstance(decide(request(*ROUND1, *halves), script()), Scripted)
 
 
 @pytest.mark.parametrize("k", [0, 1, 2, 3, 4])
@@ -152,9 +152,9 @@ def test_a_branch_replays_the_first_k_turns_then_goes_live(k: int) -> None:
     histories = [
         [],
         [asst(tc("c1")), tool("c1")],
-        [*EXCHANGE1, user()],
-        [*EXCHANGE1, user(), *EXCHANGE2_START],
-        [*EXCHANGE1, user(), *EXCHANGE2_START, asst(tc("c3")), tool("c3")],
+        [*ROUND1, user()],
+        [*ROUND1, user(), *ROUND2_START],
+        [*ROUND1, user(), *ROUND2_START, asst(tc("c3")), tool("c3")],
     ]
     for step, history in enumerate(histories):
         d = decide(request(*history), s, branch=k)
@@ -171,16 +171,14 @@ def test_a_branch_replays_the_first_k_turns_then_goes_live(k: int) -> None:
 
 def test_a_branch_splices_only_the_user_messages_of_the_turns_it_holds() -> None:
     s = script()
-    at_4 = decide(
-        request(*EXCHANGE1, user(), *EXCHANGE2_START, asst(tc("c3")), tool("c3")), s, branch=4
-    )
+    at_4 = decide(request(*ROUND1, user(), *ROUND2_START, asst(tc("c3")), tool("c3")), s, branch=4)
     assert isinstance(at_4, Forward) and [u.index for u in at_4.splice[0].users] == [8]
-    at_3 = decide(request(*EXCHANGE1, user(), *EXCHANGE2_START), s, branch=3)
+    at_3 = decide(request(*ROUND1, user(), *ROUND2_START), s, branch=3)
     assert isinstance(at_3, Forward) and at_3.splice == ()  # the hint came after turn 3
 
 
 def test_a_branch_at_or_beyond_the_script_is_the_whole_script() -> None:
-    history = [*EXCHANGE1, user(), *EXCHANGE2_START, *EXCHANGE2_END]
+    history = [*ROUND1, user(), *ROUND2_START, *ROUND2_END]
     for k in (5, 9):
         d = decide(request(*history), script(), branch=k)
         assert isinstance(d, Forward) and d.reason is ForwardReason.SCRIPT_DONE
@@ -188,7 +186,7 @@ def test_a_branch_at_or_beyond_the_script_is_the_whole_script() -> None:
 
 def test_after_script_stop_applies_at_the_branch_point() -> None:
     d = decide(
-        request(*EXCHANGE1, user()), script(), branch=2, rules=Rules(after_script=AfterScript.STOP)
+        request(*ROUND1, user()), script(), branch=2, rules=Rules(after_script=AfterScript.STOP)
     )
     assert isinstance(d, Stop) and d.total == 2
 
@@ -240,7 +238,7 @@ def test_follow_ups_through_the_responses_and_anthropic_apis() -> None:
     assert isinstance(got, Scripted) and got.turn.number == 3
 
 
-def test_every_format_loads_the_exchanges() -> None:
+def test_every_format_loads_the_rounds() -> None:
     items = [
         {"role": "user", "content": "task"},
         {"type": "function_call", "call_id": "c1", "name": "bash", "arguments": "{}"},
@@ -258,7 +256,7 @@ def test_every_format_loads_the_exchanges() -> None:
         },
     ]
     responses = load_bytes(json.dumps(items).encode(), name="r", source="r.json")
-    assert responses.format == "responses" and responses.exchanges == 2
+    assert responses.format == "responses" and responses.rounds == 2
     assert [u.index for u in responses.turns[2].follow_up] == [4]
     anthropic = [
         {"role": "user", "content": "task"},
@@ -275,5 +273,5 @@ def test_every_format_loads_the_exchanges() -> None:
         {"role": "assistant", "content": [{"type": "text", "text": "Two."}]},
     ]
     loaded = load_bytes(json.dumps(anthropic).encode(), name="a", source="a.json")
-    assert loaded.format == "anthropic" and loaded.exchanges == 2
+    assert loaded.format == "anthropic" and loaded.rounds == 2
     assert [u.index for u in loaded.turns[2].follow_up] == [4]

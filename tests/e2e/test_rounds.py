@@ -1,12 +1,12 @@
-"""Real opencode continues its own session: a session of two exchanges is recorded, then
+"""Real opencode continues its own session: a session of two rounds is recorded, then
 replayed in resume mode and in strict mode.
 
 Recorded: `opencode run TASK`, then `opencode run --continue FOLLOWUP` in the same repo and HOME,
 through the proxy with a record dir and no trajectory, against a fake model that decides from the
 conversation it is sent (never from a counter). It proves what opencode sends on `--continue`: the
-same `x-session-affinity` on both runs, and the whole first exchange (its text answer included)
+same `x-session-affinity` on both runs, and the whole first round (its text answer included)
 re-sent before the follow-up; so the proxy writes one `<session>.jsonl` holding 5 main-lane turns
-in 2 exchanges.
+in 2 rounds.
 
 Resume: in a fresh repo, both commands replay from that recording with no tool-bearing request
 reaching the model; each recorded command runs once; the session reports 5 turns served and no
@@ -50,7 +50,7 @@ STEPS = [
     "sed -i 's/old value/new value/' existing.txt && echo step2 >> runs.log",
     "echo $((6 * 7)) > answer.txt && echo step3 >> runs.log",
 ]
-TURNS = 5  # exchange 1: two tool turns and a text answer; exchange 2: a tool turn and a text answer
+TURNS = 5  # round 1: two tool turns and a text answer; round 2: a tool turn and a text answer
 
 
 def said(body: dict[str, Any], words: str) -> bool:
@@ -88,7 +88,7 @@ def serving_proxy(**settings: Any) -> Iterator[str]:
 
 
 def conversation(root: str, folder: Path) -> list[Run]:
-    """The two exchanges, as a user types them: a task, then a follow-up in the same session."""
+    """The two rounds, as a user types them: a task, then a follow-up in the same session."""
     first = run(OPENCODE, root + "/v1", folder, TASK)
     second = run(OPENCODE, root + "/v1", folder, FOLLOWUP, extra_args=["--continue"], again=True)
     return [first, second]
@@ -139,7 +139,7 @@ def test_opencode_continues_its_session_and_it_is_recorded_in_one_file(
     [session] = affinity
     assert recorded.recording.name == f"{session}.jsonl"
 
-    # the follow-up's first request re-sends exchange 1 whole, its text answer last
+    # the follow-up's first request re-sends round 1 whole, its text answer last
     asked = [r.json for r in recorded.requests if r.json.get("tools")]
     assert len(asked) == TURNS
     follow = next(body for body in asked if said(body, FOLLOWUP))
@@ -148,7 +148,7 @@ def test_opencode_continues_its_session_and_it_is_recorded_in_one_file(
                      ("assistant", False), ("user", False)], shape  # fmt: skip
     assert follow["messages"][-2]["content"] == "Part one is done."
 
-    # both exchanges in that one file: every main-lane request, and the title call
+    # both rounds in that one file: every main-lane request, and the title call
     lanes = [json.loads(line)["lane"] for line in recorded.recording.read_text().splitlines()]
     assert sorted(lanes) == ["main"] * TURNS + ["toolless"], lanes
 

@@ -1,7 +1,7 @@
-"""Sessions of several exchanges and branches at turn K, over real sockets with the SDKs.
+"""Sessions of several rounds and branches at turn K, over real sockets with the SDKs.
 
-A session of several exchanges is recorded through the proxy, then replayed strictly and in
-resume mode, exchange by exchange; sessions branch from one trajectory at different K (header,
+A session of several rounds is recorded through the proxy, then replayed strictly and in
+resume mode, round by round; sessions branch from one trajectory at different K (header,
 flag, admin API).
 """
 
@@ -85,7 +85,7 @@ def recorded(proxy: ProxyFactory, upstream: tuple[FakeUpstream, str], tmp_path: 
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_recorded_conversation_replays_strictly_across_its_exchanges(
+def test_a_recorded_conversation_replays_strictly_across_its_rounds(
     stream: bool, recorded: Path, proxy: ProxyFactory
 ) -> None:
     with proxy(trajectory=[recorded], mode="strict") as url:
@@ -97,7 +97,7 @@ def test_a_recorded_conversation_replays_strictly_across_its_exchanges(
             answers(c, [TASK, *FOLLOW_UPS, "And one more question."])
     assert got == EXPECTED
     assert done["turns_served"] == 5 and done["divergences"] == 0 and done["complete"]
-    assert done["script"]["exchanges"] == 3
+    assert done["script"]["rounds"] == 3
     assert "asked for step 6 but" in beyond.value.message
 
 
@@ -137,7 +137,7 @@ def test_a_different_follow_up_is_a_divergence_in_strict_and_resume_mode(
     assert fake.posts()[-1].json["messages"][-1] == {"role": "user", "content": prompts[1]}
 
 
-def test_resume_mode_serves_each_exchange_then_the_next_question_goes_live(
+def test_resume_mode_serves_each_round_then_the_next_question_goes_live(
     recorded: Path, proxy: ProxyFactory, upstream: tuple[FakeUpstream, str]
 ) -> None:
     fake, upstream_url = upstream
@@ -156,7 +156,7 @@ def test_resume_mode_serves_each_exchange_then_the_next_question_goes_live(
     assert sum(m["role"] == "assistant" for m in live.json["messages"]) == 5
 
 
-# one trajectory, two exchanges, five turns: c1, c2, answer | follow-up | c3, answer
+# one trajectory, two rounds, five turns: c1, c2, answer | follow-up | c3, answer
 BRANCHED = [
     {"role": "system", "content": SYSTEM},
     {"role": "user", "content": TASK},
@@ -201,7 +201,7 @@ def test_sessions_branch_from_one_trajectory_at_different_turns(
                     steps[sid].append(step)
         states = {sid: status(url, sid) for sid in ks}
     s, u = "scripted", "upstream"
-    # a live answer is text ("live answer"): it ends the exchange, then the follow-up is sent
+    # a live answer is text ("live answer"): it ends the round, then the follow-up is sent
     assert sources(steps["k0"]) == [u, u]
     assert sources(steps["k1"]) == [s, u, u]
     assert sources(steps["k3"]) == [s, s, s, u]
