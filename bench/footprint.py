@@ -122,7 +122,7 @@ def load(megabytes: float = 10.0, repeat: int = 5) -> dict[str, Any]:
         parse.append(time.perf_counter() - started)
         gc.collect()
         started = time.perf_counter()
-        trajectory = load_bytes(data, name="big", source="big.json")
+        trajectory = load_bytes(data, name="big", filename="big.json")
         ours.append(time.perf_counter() - started)
     return {
         "megabytes": round(len(data) / 2**20, 1),

@@ -93,12 +93,12 @@ def suite(runs: int = 5) -> dict[str, Any]:
             "loads_ms": round(_best(runs, partial(orjson.loads, whole)), 3),
         }
     data = rollout(rng)
-    [loaded] = load_many(data, name="r", source="r")
+    [loaded] = load_many(data, name="r", filename="r")
     results["rollout"] = {
         "mb": round(len(data) / 1e6, 1),
         "calls": CALLS,
         "loads_ms": round(_best(runs, partial(orjson.loads, data)), 1),
-        "load_ms": round(_best(runs, partial(load_many, data, name="r", source="r")), 1),
+        "load_ms": round(_best(runs, partial(load_many, data, name="r", filename="r")), 1),
         "export_ms": round(_best(runs, partial(line, loaded)), 1),
     }
     return results

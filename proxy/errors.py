@@ -222,11 +222,11 @@ class InjectedFault(ProxyError):
 class LoadError(ValueError):
     """A trajectory that cannot be loaded. `index` is the message (or line) index in the file."""
 
-    def __init__(self, source: str, index: int | None, reason: str) -> None:
-        self.source = source
+    def __init__(self, filename: str, index: int | None, reason: str) -> None:
+        self.filename = filename
         self.index = index
         self.reason = reason
-        where = source if index is None else f"{source}:{index}"
+        where = filename if index is None else f"{filename}:{index}"
         super().__init__(f"{where}: {reason}")
 
 

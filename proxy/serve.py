@@ -281,7 +281,7 @@ def _unnamed_for_the_upstream(settings: Settings, library: Library) -> str | Non
     for trajectory in library.all():
         if not is_valid_name(trajectory.name):
             return (
-                f"{trajectory.source}: its name {trajectory.name!r} fills {{trajectory}} in the "
+                f"{trajectory.filename}: its name {trajectory.name!r} fills {{trajectory}} in the "
                 "upstream, and may hold only letters, digits and . _ : -; rename the file"
             )
     return None

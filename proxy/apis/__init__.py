@@ -155,7 +155,7 @@ class Api:
             return None, count
         return {**body, self.history: cleaned if cleaned is not None else spliced}, count
 
-    def to_chat(self, body: dict[str, Any], source: str) -> list[Any] | None:
+    def to_chat(self, body: dict[str, Any], filename: str) -> list[Any] | None:
         """A recorded request's conversation as chat messages (None: it has none)."""
         history = body.get(self.history)
         if isinstance(history, str) and self.file.text:
@@ -164,7 +164,7 @@ class Api:
             return None
         if self.file.read is None:
             return list(history)
-        return self.file.read(history, source, body)[0]
+        return self.file.read(history, filename, body)[0]
 
 
 def created(turn: Turn) -> int:

@@ -65,10 +65,10 @@ def marks(item: dict[str, Any]) -> bool:
 
 
 def read(
-    messages: Sequence[Any], source: str, doc: dict[str, Any]
+    messages: Sequence[Any], filename: str, doc: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """A trajectory file's messages (and the object's system prompt) as chat messages."""
-    return messages_to_chat(messages, source, system=doc.get("system"))
+    return messages_to_chat(messages, filename, system=doc.get("system"))
 
 
 def system_text(system: Any) -> str | None:
@@ -78,7 +78,7 @@ def system_text(system: Any) -> str | None:
 
 
 def messages_to_chat(
-    messages: Sequence[Any], source: str, *, system: Any = None
+    messages: Sequence[Any], filename: str, *, system: Any = None
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """Chat messages and, for each, the index of the Anthropic message it came from (-1: system)."""
     out: list[dict[str, Any]] = []
@@ -89,14 +89,14 @@ def messages_to_chat(
         indexes.append(-1)
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise LoadError(source, index, "message is not a JSON object")
+            raise LoadError(filename, index, "message is not a JSON object")
         role, content = message.get("role"), message.get("content")
         if not isinstance(content, list):
             out.append({"role": role, "content": content})
             indexes.append(index)
             continue
         if role == "assistant":
-            out.append(_assistant(content, source, index))
+            out.append(_assistant(content, filename, index))
             indexes.append(index)
             continue
         texts = []
@@ -120,7 +120,7 @@ def messages_to_chat(
     return out, indexes
 
 
-def _assistant(blocks: list[Any], source: str, index: int) -> dict[str, Any]:
+def _assistant(blocks: list[Any], filename: str, index: int) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": None}
     texts: list[str] = []
     thoughts: list[str] = []
@@ -136,7 +136,7 @@ def _assistant(blocks: list[Any], source: str, index: int) -> dict[str, Any]:
         elif kind == "tool_use":
             name, call_id = block.get("name"), block.get("id")
             if not isinstance(name, str) or not isinstance(call_id, str):
-                raise LoadError(source, index, "tool_use block needs an id and a name")
+                raise LoadError(filename, index, "tool_use block needs an id and a name")
             arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
             call = {
                 "id": call_id,

@@ -57,10 +57,10 @@ def holds(doc: dict[str, Any]) -> bool:
 
 
 def read(
-    contents: Sequence[Any], source: str, doc: dict[str, Any]
+    contents: Sequence[Any], filename: str, doc: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """A trajectory file's contents (and the object's systemInstruction) as chat messages."""
-    return contents_to_chat(contents, source, system=doc.get("systemInstruction"))
+    return contents_to_chat(contents, filename, system=doc.get("systemInstruction"))
 
 
 def parts_text(parts: Any, *, thought: bool = False) -> str:
@@ -85,7 +85,7 @@ def call_id(position: tuple[int, int], name: str) -> str:
 
 
 def contents_to_chat(
-    contents: Sequence[Any], source: str, *, system: Any = None
+    contents: Sequence[Any], filename: str, *, system: Any = None
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """Chat messages and, for each, the index of the content it came from (-1: the system)."""
     out: list[dict[str, Any]] = []
@@ -99,7 +99,7 @@ def contents_to_chat(
     unanswered = Unanswered()
     for index, content in enumerate(contents):
         if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
-            raise LoadError(source, index, "a content must be an object with a parts list")
+            raise LoadError(filename, index, "a content must be an object with a parts list")
         parts = content["parts"]
         if content.get("role") == "model":
             message: dict[str, Any] = {"role": "assistant", "content": parts_text(parts)}
@@ -113,7 +113,7 @@ def contents_to_chat(
                     continue
                 name = call.get("name")
                 if not isinstance(name, str) or not name:
-                    raise LoadError(source, index, f"parts[{k}].functionCall has no name")
+                    raise LoadError(filename, index, f"parts[{k}].functionCall has no name")
                 given = call.get("id")
                 ident = given if isinstance(given, str) and given else call_id((index, k), name)
                 args = call.get("args")

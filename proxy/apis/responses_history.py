@@ -45,10 +45,10 @@ def marks(item: dict[str, Any]) -> bool:
 
 
 def read(
-    items: Sequence[Any], source: str, doc: dict[str, Any]
+    items: Sequence[Any], filename: str, doc: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """A trajectory file's items (and the object's instructions) as chat messages."""
-    return items_to_chat(items, source, instructions=doc.get("instructions"))
+    return items_to_chat(items, filename, instructions=doc.get("instructions"))
 
 
 def read_usage(value: dict[str, Any]) -> Usage | None:
@@ -66,7 +66,7 @@ def read_usage(value: dict[str, Any]) -> Usage | None:
 
 
 def items_to_chat(
-    items: Sequence[Any], source: str, *, instructions: str | None = None
+    items: Sequence[Any], filename: str, *, instructions: str | None = None
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """Chat messages and, for each, the index of the item it came from (-1: instructions)."""
     messages: list[dict[str, Any]] = []
@@ -79,7 +79,7 @@ def items_to_chat(
     generated = False  # whether an item of `current` carried its model call's token ids
     for index, item in enumerate(items):
         if not isinstance(item, dict):
-            raise LoadError(source, index, _not_an_item(item))
+            raise LoadError(filename, index, _not_an_item(item))
         kind = item.get("type", "message" if "role" in item else None)
         if (kind == "message" and item.get("role") == "assistant") or kind in ASSISTANT_SIDE:
             call = OWN_CALL in item
@@ -105,7 +105,7 @@ def items_to_chat(
                 if entries := _logprobs(item.get("content")):  # OpenAI's, kept as recorded
                     current.setdefault(LOGPROBS, {"content": []})["content"].extend(entries)
             else:
-                _into_assistant(current, kind, item, source, index)
+                _into_assistant(current, kind, item, filename, index)
             continue
         if current is not None and texts is not None:
             current["content"] = appended(texts, "\n")
@@ -114,7 +114,7 @@ def items_to_chat(
         if kind == "message":
             role = item.get("role")
             if not isinstance(role, str):
-                raise LoadError(source, index, "message item has no role")
+                raise LoadError(filename, index, "message item has no role")
             messages.append({"role": role, "content": content_parts(item.get("content"))})
         elif kind == "function_call_output":
             output, call_id = item.get("output"), item.get("call_id")
@@ -131,7 +131,7 @@ def items_to_chat(
 
 
 def _into_assistant(
-    message: dict[str, Any], kind: str, item: dict[str, Any], source: str, index: int
+    message: dict[str, Any], kind: str, item: dict[str, Any], filename: str, index: int
 ) -> None:
     if kind == "reasoning":
         parts = [s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict)]
@@ -141,7 +141,7 @@ def _into_assistant(
     elif kind == "function_call":
         name, call_id = item.get("name"), item.get("call_id")
         if not isinstance(name, str) or not name:
-            raise LoadError(source, index, "function_call item has no name")
+            raise LoadError(filename, index, "function_call item has no name")
         call: dict[str, Any] = {
             "type": "function",
             "function": {"name": name, "arguments": item.get("arguments")},

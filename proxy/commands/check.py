@@ -28,7 +28,7 @@ def check(files: Sequence[Path], *, as_json: bool = False) -> int:
             print(str(exc), file=sys.stderr)
             failed = True
             if as_json:
-                described.append({"source": str(path), "error": exc.reason, "index": exc.index})
+                described.append({"filename": str(path), "error": exc.reason, "index": exc.index})
             continue
         left = sum(n.reason.startswith(LEFT_OUT) for n in found[0].skipped)
         if left > len(found):  # most of a file of several conversations could not be read
@@ -45,7 +45,7 @@ def check(files: Sequence[Path], *, as_json: bool = False) -> int:
                 print(describe(trajectory, named=len(found) > 1))
             wrong = misread(trajectory)
             if wrong is not None:
-                print(f"{trajectory.source}: {trajectory.name}: {wrong}", file=sys.stderr)
+                print(f"{trajectory.filename}: {trajectory.name}: {wrong}", file=sys.stderr)
                 failed = True
     if as_json:
         sys.stdout.write(orjson.dumps(described, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -96,7 +96,7 @@ def describe(t: Trajectory, *, named: bool = False) -> str:
     its own name (NAME.LINE), the one a request picks it by."""
     rounds = f"{t.rounds} round" + ("" if t.rounds == 1 else "s")
     lines = [
-        f"{t.source}: {t.name + ': ' if named else ''}{t.format}, {len(t.turns)} turns in "
+        f"{t.filename}: {t.name + ': ' if named else ''}{t.format}, {len(t.turns)} turns in "
         f"{rounds}, "
         f"{t.tool_call_count} tool calls",
         f"  task: {_short(t.task) if t.task is not None else '(none: no user message)'}",
@@ -150,7 +150,7 @@ def describe(t: Trajectory, *, named: bool = False) -> str:
         lines.append(
             f"  subagent {child.agent} ({child.kind or 'agent'}, spawned by "
             f"{child.spawned_by or 'an unknown call'}): {len(child.trajectory.turns)} turns "
-            f"replayed in its own lane, from {child.trajectory.source}; task: {_short(child.task or '')}"
+            f"replayed in its own lane, from {child.trajectory.filename}; task: {_short(child.task or '')}"
         )
     for note in t.skipped:
         lines.append(f"  skipped {t.place_of_note(note)}: {note.reason}")

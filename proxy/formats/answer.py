@@ -29,7 +29,7 @@ def assistant_text(msg: dict[str, Any], content: Any) -> tuple[str | None, str]:
 
 
 def tool_calls(
-    msg: dict[str, Any], source: str, idx: int, digest: str, number: int
+    msg: dict[str, Any], filename: str, idx: int, digest: str, number: int
 ) -> tuple[tuple[ToolCall, ...], list[str]]:
     """The turn's calls, and the ids made up for those that had none."""
     raw = msg.get("tool_calls")
@@ -38,24 +38,24 @@ def tool_calls(
     if raw is None:
         return (), []
     if not isinstance(raw, list):
-        raise LoadError(source, idx, "tool_calls must be a list")
+        raise LoadError(filename, idx, "tool_calls must be a list")
     calls: list[ToolCall] = []
     made_up: list[str] = []
     seen: set[str] = set()
     for j, call in enumerate(raw):
         fn = call.get("function") if type(call) is dict else None
         if type(fn) is not dict:
-            raise LoadError(source, idx, f"tool_calls[{j}] has no function object")
+            raise LoadError(filename, idx, f"tool_calls[{j}] has no function object")
         name = fn.get("name")
         if type(name) is not str or not name:
-            raise LoadError(source, idx, f"tool_calls[{j}].function.name is missing")
+            raise LoadError(filename, idx, f"tool_calls[{j}].function.name is missing")
         call_id = call.get("id")
         if type(call_id) is not str or not call_id:
             call_id = synthetic_call_id(digest, number, j)
             made_up.append(call_id)
         if call_id in seen:
             raise LoadError(
-                source, idx, f"tool_calls[{j}].id {call_id!r} is used twice in one turn"
+                filename, idx, f"tool_calls[{j}].id {call_id!r} is used twice in one turn"
             )
         seen.add(call_id)
         dispatch = call.get(DISPATCH)
@@ -63,22 +63,24 @@ def tool_calls(
             ToolCall(
                 call_id,
                 name,
-                normalize_arguments(fn.get("arguments"), source, idx, j),
-                _dispatch(dispatch, source, idx, j) if dispatch is not None else None,
+                normalize_arguments(fn.get("arguments"), filename, idx, j),
+                _dispatch(dispatch, filename, idx, j) if dispatch is not None else None,
             )
         )
     return tuple(calls), made_up
 
 
-def _dispatch(value: Any, source: str, idx: int, position: int) -> dict[str, dict[str, Any]]:
+def _dispatch(value: Any, filename: str, idx: int, position: int) -> dict[str, dict[str, Any]]:
     """A call's recorded dispatch fields: {api: {field: value}} (proxy.replay.trajectory)."""
     if type(value) is not dict or not all(type(v) is dict for v in value.values()):
         where = f"tool_calls[{position}].{DISPATCH}"
-        raise LoadError(source, idx, f'{where} must be an object: {{"<api>": {{"<field>": ...}}}}')
+        raise LoadError(
+            filename, idx, f'{where} must be an object: {{"<api>": {{"<field>": ...}}}}'
+        )
     return value
 
 
-def normalize_arguments(value: Any, source: str, idx: int, position: int) -> str:
+def normalize_arguments(value: Any, filename: str, idx: int, position: int) -> str:
     """Arguments stay verbatim when they are a JSON string; a dict is encoded; empty is "{}"."""
     if type(value) is str:
         if not value or value.isspace():
@@ -87,14 +89,14 @@ def normalize_arguments(value: Any, source: str, idx: int, position: int) -> str
             orjson.loads(value)
         except orjson.JSONDecodeError as exc:
             where = f"tool_calls[{position}].function.arguments"
-            raise LoadError(source, idx, f"{where} is not valid JSON: {exc}") from None
+            raise LoadError(filename, idx, f"{where} is not valid JSON: {exc}") from None
         return value
     if value is None:
         return "{}"
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False)
     where = f"tool_calls[{position}].function.arguments"
-    raise LoadError(source, idx, f"{where} must be a JSON string or object")
+    raise LoadError(filename, idx, f"{where} must be a JSON string or object")
 
 
 def epoch(value: Any) -> int | None:

@@ -43,7 +43,7 @@ def trajectory_from_messages(
     messages: Sequence[Any],
     *,
     name: str,
-    source: str,
+    filename: str,
     fmt: str,
     digest: str,
     indexes: Sequence[int] | None = None,
@@ -55,7 +55,7 @@ def trajectory_from_messages(
     `places` and `unit` say how to name a position (Trajectory.place)."""
     # until the task or a turn, no user message has come: "before the task" needs one to follow
     has_user = any(type(m) is dict and m.get("role") == "user" for m in messages)
-    reading = _Reading(source, fmt, digest, places, unit, has_user)
+    reading = _Reading(filename, fmt, digest, places, unit, has_user)
     read = reading.read
     # a 10 MB trajectory has tens of thousands of messages: the loop is kept lean on purpose
     for pos, msg in enumerate(messages):
@@ -68,21 +68,21 @@ class _Reading:
     message to the next."""
 
     __slots__ = (
-        "digest", "dropped", "empty", "final_index", "fmt", "follow_up", "greetings", "has_user",
-        "outputs", "pending", "places", "provisional", "round", "skipped", "source", "systems",
+        "digest", "dropped", "empty", "filename", "final_index", "fmt", "follow_up", "greetings",
+        "has_user", "outputs", "pending", "places", "provisional", "round", "skipped", "systems",
         "task", "turns", "unanswered", "unit",
     )  # fmt: skip
 
     def __init__(
         self,
-        source: str,
+        filename: str,
         fmt: str,
         digest: str,
         places: Mapping[int, str] | None,
         unit: str,
         has_user: bool,
     ) -> None:
-        self.source, self.fmt, self.digest = source, fmt, digest
+        self.filename, self.fmt, self.digest = filename, fmt, digest
         self.places, self.unit, self.has_user = places, unit, has_user
         self.task: str | None = None
         self.systems: list[str] = []  # joined once as the API parsers join them (conv.system)
@@ -102,13 +102,15 @@ class _Reading:
     def read(self, idx: int, msg: Any) -> None:
         """One message: checked, then what its role makes of it."""
         if type(msg) is not dict:
-            raise LoadError(self.source, idx, "message is not a JSON object")
+            raise LoadError(self.filename, idx, "message is not a JSON object")
         role = msg.get("role")
         if type(role) is not str:
-            raise LoadError(self.source, idx, "message has no role")
+            raise LoadError(self.filename, idx, "message has no role")
         content = msg.get("content")
         if content is not None and type(content) is not str and type(content) is not list:
-            raise LoadError(self.source, idx, "content must be a string, a list of parts, or null")
+            raise LoadError(
+                self.filename, idx, "content must be a string, a list of parts, or null"
+            )
         if self.empty is not None and role in ("assistant", "user"):
             self._settle_empty(role)
         ahead = self.final_index is not None and role in ("assistant", "tool")
@@ -178,13 +180,13 @@ class _Reading:
             self.pending.append(UserMessage(idx, content if content is not None else ""))
 
     def _assistant(self, idx: int, msg: dict[str, Any], content: Any) -> None:
-        source = self.source
+        filename = self.filename
         reasoning, text = assistant_text(msg, content)
         try:
             tokens = read_tokens(msg)
         except BadTokens as exc:
             if self.fmt != "recording":
-                raise LoadError(source, idx, str(exc)) from None
+                raise LoadError(filename, idx, str(exc)) from None
             # an upstream's answer, recorded as it came: its run is still a run
             self.skipped.append(Note(idx, f"its token fields are not kept: {exc}"))
             tokens = None
@@ -202,7 +204,7 @@ class _Reading:
             )
             self.provisional = False
         number = len(self.turns) + 1
-        calls, made_up = tool_calls(msg, source, idx, self.digest, number)
+        calls, made_up = tool_calls(msg, filename, idx, self.digest, number)
         if not calls and before_task:
             self.greetings.append(text)  # before the task: prompt, compared like the system's
             return
@@ -211,7 +213,7 @@ class _Reading:
             created = epoch(msg.get("created"))
             usage = usage_of(msg.get("usage"))
         except OutOfRange as exc:
-            raise LoadError(source, idx, str(exc)) from None
+            raise LoadError(filename, idx, str(exc)) from None
         self.turns.append(
             Turn(
                 number,
@@ -260,7 +262,7 @@ class _Reading:
         systems, greetings = self.systems, self.greetings
         return Trajectory(
             name=name,
-            source=self.source,
+            filename=self.filename,
             format=self.fmt,
             digest=self.digest,
             task=self.task,

@@ -70,7 +70,7 @@ def report(t: Trajectory, written: Path) -> list[str]:
     """What `convert` prints for one trajectory: what it mapped, and what it left out."""
     rounds = f"{t.rounds} round" + ("" if t.rounds == 1 else "s")
     lines = [
-        f"{t.source} ({t.format}) -> {written}: {len(t.turns)} turns in {rounds}, "
+        f"{t.filename} ({t.format}) -> {written}: {len(t.turns)} turns in {rounds}, "
         f"{t.tool_call_count} tool calls, {len(t.tool_outputs)} tool outputs"
         + (
             ", text-based (the user messages between turns are observations)"

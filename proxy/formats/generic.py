@@ -40,11 +40,11 @@ def api_of(items: list[Any]) -> Api | None:
     return None
 
 
-def _listed(items: list[Any], source: str, fmt: str, unit: str | None = None) -> Converted:
+def _listed(items: list[Any], filename: str, fmt: str, unit: str | None = None) -> Converted:
     """A list of chat messages, or of another API's messages, as chat messages."""
     api = api_of(items)
     if api is not None and api.file.read is not None:
-        chat, indexes = api.file.read(items, source, {})
+        chat, indexes = api.file.read(items, filename, {})
         return Converted(chat, indexes, format=api.name, unit=unit)
     return Converted(list(items), list(range(len(items))), format=fmt, unit=unit)
 
@@ -58,8 +58,8 @@ def _holder(api: Api) -> Reader:
     def miss(doc: Any) -> Misfit | None:
         return None if isinstance(doc, dict) and shape.holds(doc) else NO_SHAPE
 
-    def convert(doc: Any, source: str) -> list[Converted]:
-        chat, indexes = read(doc[api.history], source, doc)
+    def convert(doc: Any, filename: str) -> list[Converted]:
+        chat, indexes = read(doc[api.history], filename, doc)
         return [Converted(chat, indexes)]
 
     return Reader(api.name, False, miss, convert)
@@ -70,16 +70,16 @@ def _messages(doc: Any) -> list[Any] | None:
     return messages if isinstance(messages, list) else None
 
 
-def _response_message(response: Any, source: str, index: int) -> Any:
+def _response_message(response: Any, filename: str, index: int) -> Any:
     try:
         return response["choices"][0]["message"]
     except (TypeError, KeyError, IndexError):
-        raise LoadError(source, index, "response has no choices[0].message") from None
+        raise LoadError(filename, index, "response has no choices[0].message") from None
 
 
-def _completion(doc: Any, source: str) -> list[Converted]:
+def _completion(doc: Any, filename: str) -> list[Converted]:
     messages = _messages(doc) or []
-    message = _response_message(doc["response"], source, len(messages))
+    message = _response_message(doc["response"], filename, len(messages))
     every = [*messages, message]
     return [Converted(every, list(range(len(every))))]
 
@@ -88,7 +88,7 @@ CHAT = Reader(
     "chat",
     False,
     lambda doc: None if isinstance(doc, list) else NO_SHAPE,
-    lambda doc, source: [_listed(doc, source, "chat")],
+    lambda doc, filename: [_listed(doc, filename, "chat")],
 )
 ONE_MESSAGE = Reader(  # a JSONL file of a single message parses as one JSON document
     "jsonl",
@@ -96,13 +96,13 @@ ONE_MESSAGE = Reader(  # a JSONL file of a single message parses as one JSON doc
     lambda doc: (
         None if isinstance(doc, dict) and _messages(doc) is None and "role" in doc else NO_SHAPE
     ),
-    lambda doc, source: [Converted([doc], [0])],
+    lambda doc, filename: [Converted([doc], [0])],
 )
 MESSAGES = Reader(
     "messages",
     False,
     lambda doc: None if _messages(doc) is not None and doc.get("response") is None else NO_SHAPE,
-    lambda doc, source: [Converted(list(doc["messages"]), list(range(len(doc["messages"]))))],
+    lambda doc, filename: [Converted(list(doc["messages"]), list(range(len(doc["messages"]))))],
 )
 COMPLETION = Reader(
     "llm_completions",
@@ -114,9 +114,9 @@ COMPLETION = Reader(
 )
 
 
-def _jsonl(lines: Lines, source: str) -> list[Converted]:
+def _jsonl(lines: Lines, filename: str) -> list[Converted]:
     # numbered by their place among the file's values, as a chat list is, not by line
-    return [_listed([value for _, value in lines], source, "jsonl", unit="message")]
+    return [_listed([value for _, value in lines], filename, "jsonl", unit="message")]
 
 
 JSONL = Reader("jsonl", True, lambda lines: None, _jsonl)

@@ -81,7 +81,7 @@ def load_all(
         data = path.read_bytes()
     except OSError as exc:
         raise LoadError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
-    found = load_many(data, name=name or trajectory_name(path), source=str(path), apis=apis)
+    found = load_many(data, name=name or trajectory_name(path), filename=str(path), apis=apis)
     if len(found) == 1:  # a run's own log: its subagents' transcripts may be kept beside it
         found = [with_children(path, found[0], lambda p, n: load_file(p, name=n, apis=apis))]
     return found
@@ -96,28 +96,28 @@ def trajectory_name(path: Path) -> str:
 
 
 def load_bytes(
-    data: bytes, *, name: str, source: str, apis: Mapping[str, Api] = BY_NAME
+    data: bytes, *, name: str, filename: str, apis: Mapping[str, Api] = BY_NAME
 ) -> Trajectory:
-    return _one(load_many(data, name=name, source=source, apis=apis), source)
+    return _one(load_many(data, name=name, filename=filename, apis=apis), filename)
 
 
 def load_many(
-    data: bytes, *, name: str, source: str, apis: Mapping[str, Api] = BY_NAME
+    data: bytes, *, name: str, filename: str, apis: Mapping[str, Api] = BY_NAME
 ) -> list[Trajectory]:
-    return _guarded(lambda: _load(data, name=name, source=source, apis=apis))
+    return _guarded(lambda: _load(data, name=name, filename=filename, apis=apis))
 
 
-def read_with(reader: Reader, data: bytes, *, name: str, source: str) -> list[Trajectory]:
+def read_with(reader: Reader, data: bytes, *, name: str, filename: str) -> list[Trajectory]:
     """The trajectories in `data` as one format reads them, whatever the others would say: each
     format's tests read their files through its own reader with this."""
 
     def read() -> list[Trajectory]:
         digest = _digest(data)
         if reader.lines:
-            items, notes = _lines(data, source)
-            return _read(reader, items, Opened(name, source, digest, notes, BY_NAME))
-        doc = _shallow(orjson.loads(data), source, None)
-        return _read(reader, doc, Opened(name, source, digest, [], BY_NAME))
+            items, notes = _lines(data, filename)
+            return _read(reader, items, Opened(name, filename, digest, notes, BY_NAME))
+        doc = _shallow(orjson.loads(data), filename, None)
+        return _read(reader, doc, Opened(name, filename, digest, [], BY_NAME))
 
     return _guarded(read)
 
@@ -134,10 +134,10 @@ def _guarded(load: Callable[[], list[Trajectory]]) -> list[Trajectory]:
             gc.enable()
 
 
-def _one(found: list[Trajectory], source: str) -> Trajectory:
+def _one(found: list[Trajectory], filename: str) -> Trajectory:
     if len(found) != 1:
         raise LoadError(
-            source,
+            filename,
             None,
             f"holds {len(found)} trajectories ({', '.join(t.name for t in found[:3])}, ...), "
             "where one is expected: pass it with --trajectory or --trajectory-dir (each is "
@@ -180,10 +180,10 @@ def _directory(path: Path) -> tuple[list[Any], bytes]:
     return doc, b"\n".join(chunks)
 
 
-def _shallow(value: Any, source: str, index: int | None) -> Any:
+def _shallow(value: Any, filename: str, index: int | None) -> Any:
     """`value`, unless it nests deeper than proxy.nesting allows (it could not be served)."""
     if too_deep(value):
-        raise LoadError(source, index, f"holds {TOO_DEEP}")
+        raise LoadError(filename, index, f"holds {TOO_DEEP}")
     return value
 
 
@@ -194,17 +194,17 @@ def _natural(path: Path) -> list[tuple[int, str]]:
 _DIGITS = re.compile(r"(\d+)")
 
 
-def _load(data: bytes, *, name: str, source: str, apis: Mapping[str, Api]) -> list[Trajectory]:
+def _load(data: bytes, *, name: str, filename: str, apis: Mapping[str, Api]) -> list[Trajectory]:
     digest = _digest(data)
     if not data.strip():
-        raise LoadError(source, None, "the file is empty")
+        raise LoadError(filename, None, "the file is empty")
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as whole_error:
-        items, notes = _lines(data, source, whole_error)
-        return _first_fit(items, Opened(name, source, digest, notes, apis), lines=True)
-    _shallow(doc, source, None)
-    return _first_fit(doc, Opened(name, source, digest, [], apis), lines=False)
+        items, notes = _lines(data, filename, whole_error)
+        return _first_fit(items, Opened(name, filename, digest, notes, apis), lines=True)
+    _shallow(doc, filename, None)
+    return _first_fit(doc, Opened(name, filename, digest, [], apis), lines=False)
 
 
 def _first_fit(doc: Any, opened: Opened, *, lines: bool) -> list[Trajectory]:
@@ -227,11 +227,11 @@ def _read(reader: Reader, doc: Any, opened: Opened) -> list[Trajectory]:
     if reader.build is not None:
         return reader.build(doc, opened)
     assert reader.convert is not None  # a Reader has one of the two (checked when it is made)
-    return _converted(reader, reader.convert(doc, opened.source), opened)
+    return _converted(reader, reader.convert(doc, opened.filename), opened)
 
 
 def _converted(reader: Reader, conversations: list[Converted], opened: Opened) -> list[Trajectory]:
-    name, source, digest, notes = opened.name, opened.source, opened.digest, opened.notes
+    name, filename, digest, notes = opened.name, opened.filename, opened.digest, opened.notes
     out: list[Trajectory] = []
     refused: list[tuple[str | None, str]] = []  # (label, why), in file order
     for c in conversations:
@@ -245,7 +245,7 @@ def _converted(reader: Reader, conversations: list[Converted], opened: Opened) -
             t = trajectory_from_messages(
                 messages,
                 name=name if c.label is None else f"{name}.{c.label}",
-                source=source,
+                filename=filename,
                 fmt=c.format or reader.name,
                 digest=digest if c.label is None else _digest(f"{digest}:{c.label}".encode()),
                 indexes=indexes,
@@ -264,13 +264,13 @@ def _converted(reader: Reader, conversations: list[Converted], opened: Opened) -
         if refused:
             reasons = "; ".join(why for _, why in refused[:3])
             more = f" (and {len(refused) - 3} more)" if len(refused) > 3 else ""
-            raise LoadError(source, None, f"no conversation in it could be read: {reasons}{more}")
-        raise LoadError(source, None, f"a {reader.name} file, but it holds no conversation")
+            raise LoadError(filename, None, f"no conversation in it could be read: {reasons}{more}")
+        raise LoadError(filename, None, f"a {reader.name} file, but it holds no conversation")
     if refused:  # told once, with the first conversation of the file, and in the log
         left = [Note(-1, f"{LEFT_OUT}{why}", f"line {label}") for label, why in refused]
         out[0] = dataclasses.replace(out[0], skipped=(*left, *out[0].skipped))
         for _, why in refused:
-            log.warning("%s: left out: %s", source, why)
+            log.warning("%s: left out: %s", filename, why)
     return out
 
 
@@ -287,7 +287,7 @@ def _generic(
             return _read(reader, doc, opened)
         except LoadError as exc:
             raise _unrecognised(exc, misses) from None
-    raise _unrecognised(LoadError(opened.source, None, _UNRECOGNISED), misses)
+    raise _unrecognised(LoadError(opened.filename, None, _UNRECOGNISED), misses)
 
 
 def _unrecognised(exc: LoadError, misses: list[tuple[str, Misfit]]) -> LoadError:
@@ -310,7 +310,7 @@ def _unrecognised(exc: LoadError, misses: list[tuple[str, Misfit]]) -> LoadError
     lead, *rest = tried
     also = f". Also tried {'; '.join(rest)}" if rest else ""
     return LoadError(
-        exc.source, None, f"not a trajectory in a format this proxy reads; {lead}{also}"
+        exc.filename, None, f"not a trajectory in a format this proxy reads; {lead}{also}"
     )
 
 
@@ -329,7 +329,7 @@ _UNRECOGNISED = (
 
 
 def _lines(
-    data: bytes, source: str, whole_error: orjson.JSONDecodeError | None = None
+    data: bytes, filename: str, whole_error: orjson.JSONDecodeError | None = None
 ) -> tuple[Lines, list[Note]]:
     """The JSON values of a JSONL file's lines. A last line cut off mid-write (a harness or the
     recorder stopped: no newline ends the file) is left out with a warning; any other bad line is an
@@ -341,19 +341,19 @@ def _lines(
         if not line.strip():
             continue
         try:
-            items.append((number, _shallow(orjson.loads(line), source, number)))
+            items.append((number, _shallow(orjson.loads(line), filename, number)))
         except orjson.JSONDecodeError as exc:
             if not items:  # not JSONL either: report it as the JSON file it claims to be
-                raise LoadError(source, None, f"not valid JSON: {whole_error or exc}") from None
+                raise LoadError(filename, None, f"not valid JSON: {whole_error or exc}") from None
             if data.endswith((b"\n", b"\r")) or any(rest.strip() for rest in raw[number + 1 :]):
                 raise LoadError(
-                    source, number, f"line {number + 1} is not valid JSON: {exc}"
+                    filename, number, f"line {number + 1} is not valid JSON: {exc}"
                 ) from None
             reason = (
                 f"line {number + 1} is cut off (the file ends mid-line); loaded what is complete"
             )
-            log.warning("%s: %s", source, reason)
+            log.warning("%s: %s", filename, reason)
             notes.append(Note(number, reason, f"line {number + 1}"))
     if not items:
-        raise LoadError(source, None, "the file is empty")
+        raise LoadError(filename, None, "the file is empty")
     return items, notes

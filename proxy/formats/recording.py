@@ -111,7 +111,7 @@ def _key(exchange: Mapping[str, Any]) -> tuple[str, bytes]:
 
 
 def one_run(
-    lines: Sequence[tuple[int, Any]], source: str, apis: Mapping[str, Api] = BY_NAME
+    lines: Sequence[tuple[int, Any]], filename: str, apis: Mapping[str, Api] = BY_NAME
 ) -> None:
     """A LoadError at the line where a second run of the session begins, if one does."""
     run = Run(apis=apis)
@@ -124,7 +124,7 @@ def one_run(
         why = "its run id is another" if marked != run.id else run.begins_another(exchange)
         if why is not None:
             raise LoadError(
-                source,
+                filename,
                 index,
                 f"line {index + 1} begins another run of session {exchange.get('session')!r}: "
                 f"{why}. A recording holds one run: replay-proxy now records each run of a "
@@ -138,27 +138,27 @@ def trajectory_from_recording(
     lines: Sequence[tuple[int, Any]],
     *,
     name: str,
-    source: str,
+    filename: str,
     digest: str,
     notes: Sequence[Note] = (),
     apis: Mapping[str, Api] = BY_NAME,
 ) -> Trajectory:
     """The run a recording holds, its exchanges read through the APIs they were made in."""
-    one_run(lines, source, apis)
+    one_run(lines, filename, apis)
     steps: list[tuple[int, dict[str, Any]]] = []
     others: list[tuple[int, dict[str, Any]]] = []
     for index, exchange in lines:
         if not is_recording(exchange):
-            raise LoadError(source, index, "not an exchange line in a recording")
+            raise LoadError(filename, index, "not an exchange line in a recording")
         if exchange.get("lane") == "main":
             if _usable_step(exchange):
                 steps.append((index, exchange))
         else:
             others.append((index, exchange))
     if not steps:
-        steps = _text_based_steps(others, source, apis)
+        steps = _text_based_steps(others, filename, apis)
     in_steps = {index for index, _ in steps}
-    side = [_recorded(index, e, source) for index, e in others if index not in in_steps]
+    side = [_recorded(index, e, filename) for index, e in others if index not in in_steps]
     # a retry repeats its request: the later attempt is the step
     steps = [
         s
@@ -167,24 +167,24 @@ def trajectory_from_recording(
     ]
     if not steps:
         return Trajectory(
-            name=name, source=source, format="recording", digest=digest, task=None, system=None,
+            name=name, filename=filename, format="recording", digest=digest, task=None, system=None,
             turns=(), skipped=tuple(notes), side=tuple(side),
         )  # fmt: skip
     held_once([e["request"] for _, e in steps])
     last_index, last = steps[-1]
     sent = last.get("forwarded") or last["request"]
-    messages = _chat_history(sent, last.get("api", "chat"), source, last_index, apis)
+    messages = _chat_history(sent, last.get("api", "chat"), filename, last_index, apis)
     made_up = made_up_ids(apis.values())
     conversation = _with_recorded_answers(
         [*messages, last["message"]], [e for _, e in steps], made_up
     )
     try:
         t = trajectory_from_messages(
-            conversation, name=name, source=source, fmt="recording", digest=digest
+            conversation, name=name, filename=filename, fmt="recording", digest=digest
         )
     except LoadError as exc:
         raise LoadError(
-            source, last_index, f"message {exc.index} of its conversation: {exc.reason}"
+            filename, last_index, f"message {exc.index} of its conversation: {exc.reason}"
         ) from None
     # in order: two exchanges may end in the same text ("Done."), each answered by its own step;
     # the steps of each key are looked up, not scanned per turn (a turn no step answered would
@@ -209,10 +209,10 @@ def trajectory_from_recording(
             usage = turn.usage or usage_in(*_answer_usage(exchange, apis))
             created = turn.created or epoch(exchange.get("started"))
         except OutOfRange as exc:
-            raise LoadError(t.source, index, str(exc)) from None
+            raise LoadError(t.filename, index, str(exc)) from None
         turns.append(
             dataclasses.replace(
-                turn, recorded=_recorded(index, exchange, t.source), usage=usage, created=created
+                turn, recorded=_recorded(index, exchange, t.filename), usage=usage, created=created
             )
         )
         at = found + 1
@@ -250,22 +250,22 @@ def _first(steps: list[int] | None, at: int) -> int | None:
 
 
 def _chat_history(
-    sent: Any, api: str, source: str, index: int, apis: Mapping[str, Api]
+    sent: Any, api: str, filename: str, index: int, apis: Mapping[str, Api]
 ) -> list[Any]:
     """The conversation of a recorded request, as chat messages, whatever API it used."""
     if not isinstance(sent, dict):
-        raise LoadError(source, index, "the exchange has no request body")
+        raise LoadError(filename, index, "the exchange has no request body")
     known = apis.get(api)
     if known is None:
-        raise LoadError(source, index, f"the exchange was made through an unknown API {api!r}")
-    history = known.to_chat(sent, source)
+        raise LoadError(filename, index, f"the exchange was made through an unknown API {api!r}")
+    history = known.to_chat(sent, filename)
     if history is None:
-        raise LoadError(source, index, f"the request of a {api} exchange has no conversation")
+        raise LoadError(filename, index, f"the request of a {api} exchange has no conversation")
     return history
 
 
 def _text_based_steps(
-    exchanges: list[tuple[int, dict[str, Any]]], source: str, apis: Mapping[str, Api]
+    exchanges: list[tuple[int, dict[str, Any]]], filename: str, apis: Mapping[str, Api]
 ) -> list[tuple[int, dict[str, Any]]]:
     """A harness that calls its tools through text sends no tools, so all its requests were
     recorded as tool-less: its agent loop is the chain of tool-less exchanges in which each request
@@ -277,7 +277,7 @@ def _text_based_steps(
             continue
         sent = exchange.get("forwarded") or exchange["request"]
         try:
-            history = _chat_history(sent, exchange.get("api", "chat"), source, index, apis)
+            history = _chat_history(sent, exchange.get("api", "chat"), filename, index, apis)
         except LoadError:
             continue
         keyed.append((index, exchange, [_said(m) for m in history], _said(exchange["message"])))
@@ -366,11 +366,11 @@ def _answer_usage(exchange: dict[str, Any], apis: Mapping[str, Api]) -> tuple[An
     return found or None, api
 
 
-def _recorded(index: int, exchange: dict[str, Any], source: str) -> Recorded:
+def _recorded(index: int, exchange: dict[str, Any], filename: str) -> Recorded:
     status = exchange.get("status") or 0  # 0: no answer came (the client left, a timeout)
     if type(status) is not int or not (100 <= status <= 599 or status == 0):
         raise LoadError(
-            source, index, f"status is {str(status)[:30]}: an answer's is a number, 100 to 599"
+            filename, index, f"status is {str(status)[:30]}: an answer's is a number, 100 to 599"
         )
     events = exchange.get("events")
     if isinstance(events, list):
@@ -407,7 +407,7 @@ def _build(items: Lines, opened: Opened) -> list[Trajectory]:
         trajectory_from_recording(
             items,
             name=opened.name,
-            source=opened.source,
+            filename=opened.filename,
             digest=opened.digest,
             notes=opened.notes,
             apis=opened.apis,

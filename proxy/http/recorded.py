@@ -63,7 +63,7 @@ async def answer_recorded(
         taken = await runtime.sessions.use_recorded(session, keys) if keys else None
         if taken is not None:
             recorded = script.side[matches[keys.index(taken)]]
-            ref = f"{script.source}:{recorded.index + 1}"
+            ref = f"{script.filename}:{recorded.index + 1}"
             headers = own_headers(headers, Source.RECORDED.encode())
             log.debug("session=%s lane=%s answered from %s", session, lane, ref)
             on_complete = None
@@ -161,7 +161,7 @@ def _miss(
     if d is None:
         return kind(
             f"{where}: no unused recorded {lane} request matches this one: the equal one, line "
-            f"{closest.index + 1} of {script.source}, has been answered already; the run makes "
+            f"{closest.index + 1} of {script.filename}, has been answered already; the run makes "
             "this request more often than the recorded one did",
             kind="used",
             closest_line=closest.index + 1,
@@ -169,7 +169,7 @@ def _miss(
         )
     return kind(
         f"{where}: no unused recorded {lane} request matches this one "
-        f"({miss.candidates} recorded in {script.source}); the closest is line {closest.index + 1}, "
+        f"({miss.candidates} recorded in {script.filename}); the closest is line {closest.index + 1}, "
         f"which differs at {d.path or '$'}\n  recorded: {d.expected}\n  now:      {d.actual}",
         param=d.path or None,
         kind="miss",

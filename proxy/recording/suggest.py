@@ -104,7 +104,7 @@ def suggest(
     own = preset_of(a) or preset_of(b)
     for lane, step, what, x, y in compared(a, b, masks, presets=presets):
         if step == 0:
-            beyond.append(f"lane {lane}: {a.source} has {x} steps, {b.source} has {y}")
+            beyond.append(f"lane {lane}: {a.filename} has {x} steps, {b.filename} has {y}")
             continue
         for trail, p, q in leaves(x, y):
             differences += 1

@@ -398,7 +398,7 @@ def _strict_step(
     if held >= total:
         return Divergence(
             held + 1,
-            f"the run asked for step {held + 1} but {script.source} holds only {total}; "
+            f"the run asked for step {held + 1} but {script.filename} holds only {total}; "
             "the agent is taking more steps than when this was recorded",
             Difference("", f"at most {total} steps", f"step {held + 1}"),
             "beyond",

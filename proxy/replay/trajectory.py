@@ -179,7 +179,7 @@ class Child:
 @dataclass(frozen=True, slots=True)
 class Trajectory:
     name: str
-    source: str  # the file it came from, or "admin:<session>"
+    filename: str  # the file it came from, or "admin:<session>"
     format: str
     digest: str  # sha256 of the source bytes: identifies the script across workers
     task: str | None
@@ -246,7 +246,7 @@ class Trajectory:
         """What `check` prints and the status page shows about the script."""
         return {
             "name": self.name,
-            "source": self.source,
+            "filename": self.filename,
             "format": self.format,
             "task": self.task,
             "text_based": self.text_based,
@@ -289,7 +289,7 @@ class Trajectory:
                     "agent": c.agent,
                     "spawned_by": c.spawned_by,
                     "kind": c.kind,
-                    "source": c.trajectory.source,
+                    "filename": c.trajectory.filename,
                     "turns": len(c.trajectory.turns),
                     "task": c.task,
                 }

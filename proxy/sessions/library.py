@@ -203,7 +203,7 @@ class Library:
         """Parse an admin script (in a thread) and keep it by content digest."""
         name = f"admin:{session}"
         trajectory = await asyncio.to_thread(
-            load_bytes, data, name=name, source=name, apis=self.apis
+            load_bytes, data, name=name, filename=name, apis=self.apis
         )
         self.cache.put(("admin", trajectory.digest), trajectory, len(data))
         return trajectory

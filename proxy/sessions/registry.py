@@ -37,6 +37,7 @@ from proxy.replay.engine import (
 )
 from proxy.replay.faults import Fault, due, parse_plan
 from proxy.replay.trajectory import Trajectory
+from proxy.serving import Source
 from proxy.sessions import children
 from proxy.sessions.library import Library
 from proxy.sessions.status import report
@@ -374,7 +375,7 @@ class Sessions:
         if lineage is not None:
             event["detail"] = lineage.describe()[:300]
         if refused:
-            event["source"], event["detail"] = "refused", "strict replay: no recording to replay"
+            event["source"], event["detail"] = Source.REFUSED, "strict replay: no recording to replay"
         plain = event["source"], event["detail"]
 
         def change(s: SessionState) -> None:
@@ -398,7 +399,7 @@ class Sessions:
                 root = lane is not Lane.SUBAGENT  # a child lane's cut is its root's
                 if isinstance(decision, Forward) and root and self.holds_back(s, decision):
                     s.errors += 1  # refused its hand-off: not live, nothing forwarded
-                    event["source"] = "refused"
+                    event["source"] = Source.REFUSED
                     event["detail"] = f"{event['detail']}; --require-restored: not handed off"
                     return
             if decision is None or isinstance(decision, Forward):
@@ -417,7 +418,7 @@ class Sessions:
                     fault = _fire(s, self.fault_plan(s), decision.turn.number, now)
                 if fault is not None:
                     fired.append(fault)
-                    event["source"], event["detail"] = "fault", f"{fault.label} injected"
+                    event["source"], event["detail"] = Source.FAULT, f"{fault.label} injected"
                     if not fault.serves:
                         return  # the turn was not served: the request gets the fault instead
                 s.scripted_responses += 1
@@ -469,7 +470,7 @@ class Sessions:
                 "at": now,
                 "session": session,
                 "lane": "-",
-                "source": "recorded",
+                "source": Source.RECORDED,
                 "turn": "-",
                 "detail": taken[0],
             }
@@ -486,7 +487,7 @@ class Sessions:
             "at": now,
             "session": session,
             "lane": lane,
-            "source": "error",
+            "source": Source.ERROR,
             "turn": "-",
             "detail": detail[:200],
         }
@@ -555,13 +556,13 @@ def _subagent(s: SessionState, lineage: Lineage, now: float) -> None:
 
 
 def _event(session: str, lane: str, decision: Decision | None, now: float) -> Event:
-    source, turn, detail = "upstream", "-", ""
+    source, turn, detail = Source.UPSTREAM, "-", ""
     if isinstance(decision, Scripted):
-        source, turn = "scripted", f"{decision.turn.number}/{decision.total}"
+        source, turn = Source.SCRIPTED, f"{decision.turn.number}/{decision.total}"
     elif isinstance(decision, Stop):
-        source, detail = "stop", f"all {decision.total} turns served"
+        source, detail = Source.STOP, f"all {decision.total} turns served"
     elif isinstance(decision, Diverged):
-        source, turn = "diverged", str(decision.divergence.turn)
+        source, turn = Source.DIVERGED, str(decision.divergence.turn)
         detail = decision.divergence.describe()
     elif isinstance(decision, Forward):
         detail = str(decision.reason)

@@ -61,7 +61,7 @@ def report(
             not_due = ended_with(state, trajectory) - returned
         script = {
             "name": state.script_name,
-            "source": state.script_source,
+            "bound_by": state.script_source,
             "task_match": state.task_match,
             "turns_total": state.turns_total,
             "rounds": trajectory.rounds if trajectory is not None else None,
@@ -213,7 +213,7 @@ def faults(state: SessionState, plan: Sequence[Fault]) -> dict[str, Any]:
     """The session's fault plan, how often each fault fired, and each injection."""
     fired = state.faults_fired
     return {
-        "source": "flag" if state.faults is None else "admin",
+        "set_by": "flag" if state.faults is None else "admin",
         "plan": [
             {**f.model_dump(mode="json"), "fired": fired[i] if i < len(fired) else 0}
             for i, f in enumerate(plan)

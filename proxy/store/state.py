@@ -10,8 +10,8 @@ from typing import Any
 
 
 class BoundBy(StrEnum):
-    """How a session got its script (the glossary's binding), kept as the state's `script_source`
-    and shown as the status's `script.source`, names older than this one."""
+    """How a session got its script (the glossary's binding): the status's `script.bound_by`,
+    kept in the state's `script_source` (the name stored sessions already have)."""
 
     ADMIN = "admin"  # PUT /replay/sessions/{id}
     HEADER = "header"  # x-replay-trajectory

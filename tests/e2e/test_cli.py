@@ -291,7 +291,7 @@ def test_check_json_reports_a_refused_file_with_its_reason(tmp_path: Path) -> No
     assert result.returncode == 1
     good, refused = json.loads(result.stdout)
     assert good["format"] == "chat"
-    assert refused["source"] == str(bad) and refused["index"] is None
+    assert refused["filename"] == str(bad) and refused["index"] is None
     assert refused["error"].startswith("not a trajectory in a format this proxy reads")
 
 

@@ -38,7 +38,7 @@ def check_everything(
         assert got[i] == expected(i, range(TURNS), TURNS), f"session {i}"
         s = status[session_name(i)]
         assert s["turns_served"] == TURNS and s["phase"] == "served"
-        assert s["script"]["name"] == f"traj-{i:04d}" and s["script"]["source"] == "task"
+        assert s["script"]["name"] == f"traj-{i:04d}" and s["script"]["bound_by"] == "task"
         # every turn once, plus the twin of every fifth turn: never a turn too many or too few
         assert s["scripted_responses"] == TURNS + TURNS // 5
 

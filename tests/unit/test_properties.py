@@ -80,7 +80,7 @@ FILES = (
 @given(FILES)
 def test_the_loader_raises_nothing_but_load_error(data: bytes) -> None:
     try:
-        t = load_bytes(data, name="t", source="t.json")
+        t = load_bytes(data, name="t", filename="t.json")
     except LoadError as exc:
         assert str(exc).startswith("t.json")
         return
@@ -136,7 +136,7 @@ SCRIPT: Trajectory = load_bytes(
         ]
     ).encode(),
     name="s",
-    source="s.json",
+    filename="s.json",
 )
 REPLIES = [
     {"role": "assistant", "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},

@@ -73,7 +73,7 @@ def test_a_rebinding_page_can_neither_read_nor_rewrite_a_session(
         assert REBOUND in error["message"] and "--admin-token" in error["message"]
         assert f"--allowed-host {REBOUND}" in error["message"]
         assert "call_A" not in answer.text
-    assert status["script"]["source"] != "admin"  # the script stays the recorded one
+    assert status["script"]["bound_by"] != "admin"  # the script stays the recorded one
     assert status["faults"]["plan"] == []
 
 

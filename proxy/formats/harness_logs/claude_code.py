@@ -70,14 +70,14 @@ def miss(lines: Lines) -> Misfit | None:
     )
 
 
-def convert(lines: Lines, source: str) -> list[Converted]:
+def convert(lines: Lines, filename: str) -> list[Converted]:
     talk = [v for _, v in lines if isinstance(v, dict) and v.get("type") in TALK]
     # a subagent's own file (Claude Code 2.x): every line is on the sidechain
     subagent = bool(talk) and all(v.get("isSidechain") is True for v in talk)
-    b = _Builder(source)
+    b = _Builder(filename)
     for index, value in lines:
         if not isinstance(value, dict):
-            raise LoadError(source, index, "line is not a JSON object")
+            raise LoadError(filename, index, "line is not a JSON object")
         kind = value.get("type")
         if kind not in TALK:
             b.other(index, value)
@@ -88,15 +88,15 @@ def convert(lines: Lines, source: str) -> list[Converted]:
         b.sidechain_run = None
         message = value.get("message")
         if not isinstance(message, dict):
-            raise LoadError(source, index, f'a "{kind}" line without a "message" object')
+            raise LoadError(filename, index, f'a "{kind}" line without a "message" object')
         content = message.get("content")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         elif not isinstance(content, list):
-            raise LoadError(source, index, "message.content must be a string or a list of blocks")
+            raise LoadError(filename, index, "message.content must be a string or a list of blocks")
         for j, block in enumerate(content):
             if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-                raise LoadError(source, index, f"message.content[{j}] has no type")
+                raise LoadError(filename, index, f"message.content[{j}] has no type")
         if kind == "assistant":
             b.assistant(index, value, message, content)
         else:
@@ -110,9 +110,9 @@ def convert(lines: Lines, source: str) -> list[Converted]:
 
 
 class _Builder(Script):
-    def __init__(self, source: str) -> None:
+    def __init__(self, filename: str) -> None:
         super().__init__()
-        self.source = source
+        self.filename = filename
         self.current: dict[str, Any] | None = None  # the assistant message being put together
         self.current_id: Any = None  # its message.id
         # the blocks it holds (a repeated one is skipped), as _frozen keys; those too deeply
@@ -202,10 +202,10 @@ class _Builder(Script):
         call_id, name, arguments = block.get("id"), block.get("name"), block.get("input", {})
         if not isinstance(call_id, str) or not isinstance(name, str):
             raise LoadError(
-                self.source, index, f"message.content[{j}]: tool_use needs an id and a name"
+                self.filename, index, f"message.content[{j}]: tool_use needs an id and a name"
             )
         if not isinstance(arguments, dict):
-            raise LoadError(self.source, index, f"message.content[{j}].input must be an object")
+            raise LoadError(self.filename, index, f"message.content[{j}].input must be an object")
         self.calls[call_id] = name
         text = json.dumps(arguments, ensure_ascii=False)
         return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
@@ -216,7 +216,7 @@ class _Builder(Script):
         for j, block in enumerate(results):
             call_id = block.get("tool_use_id")
             if not isinstance(call_id, str):
-                raise LoadError(self.source, index, f"tool_result {j} has no tool_use_id")
+                raise LoadError(self.filename, index, f"tool_result {j} has no tool_use_id")
             self.add(
                 {"role": "tool", "tool_call_id": call_id, "content": text_of(block.get("content"))},
                 index,

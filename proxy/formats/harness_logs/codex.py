@@ -82,24 +82,24 @@ def _old_line(value: Any) -> bool:
     )
 
 
-def convert(lines: Lines, source: str) -> list[Converted]:
-    b = _Builder(source, _entries(lines, source))
+def convert(lines: Lines, filename: str) -> list[Converted]:
+    b = _Builder(filename, _entries(lines, filename))
     b.read()
     b.notes.sort(key=lambda n: n.index)
     return [b.converted(system=b.system)]
 
 
-def _entries(lines: Lines, source: str) -> list[tuple[int, str, Any]]:
+def _entries(lines: Lines, filename: str) -> list[tuple[int, str, Any]]:
     """(line index, line type, payload), for either generation."""
     old = isinstance(lines[0][1], dict) and "type" not in lines[0][1]
     out = []
     for position, (index, value) in enumerate(lines):
         if not isinstance(value, dict):
-            raise LoadError(source, index, "line is not a JSON object")
+            raise LoadError(filename, index, "line is not a JSON object")
         if not old:
             kind = value.get("type")
             if not isinstance(kind, str):
-                raise LoadError(source, index, 'line has no "type"')
+                raise LoadError(filename, index, 'line has no "type"')
             out.append((index, kind, value.get("payload")))
         elif position == 0:
             out.append((index, "session_meta", value))
@@ -111,9 +111,9 @@ def _entries(lines: Lines, source: str) -> list[tuple[int, str, Any]]:
 
 
 class _Builder(Script):
-    def __init__(self, source: str, entries: list[tuple[int, str, Any]]) -> None:
+    def __init__(self, filename: str, entries: list[tuple[int, str, Any]]) -> None:
         super().__init__()
-        self.source = source
+        self.filename = filename
         self.entries = entries
         self.system: str | None = None
         self.current: dict[str, Any] | None = None  # the model response being put together
@@ -136,11 +136,11 @@ class _Builder(Script):
                     try:  # what the response just completed cost
                         self.current["usage"] = token_counts(counts)
                     except OutOfRange as exc:
-                        raise LoadError(self.source, index, str(exc)) from None
+                        raise LoadError(self.filename, index, str(exc)) from None
                 self.current = None
             if kind == "response_item":
                 if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
-                    raise LoadError(self.source, index, 'a response_item without a "type"')
+                    raise LoadError(self.filename, index, 'a response_item without a "type"')
                 self.item(index, payload)
             elif kind == "session_meta":
                 self.meta(index, payload)
@@ -172,7 +172,7 @@ class _Builder(Script):
 
     def meta(self, index: int, payload: Any) -> None:
         if not isinstance(payload, dict):
-            raise LoadError(self.source, index, "session_meta has no payload object")
+            raise LoadError(self.filename, index, "session_meta has no payload object")
         base = payload.get("base_instructions")
         text = base.get("text") if isinstance(base, dict) else base
         if isinstance(text, str) and self.system is None:
@@ -215,7 +215,7 @@ class _Builder(Script):
 
     def message(self, index: int, item: dict[str, Any], role: Any) -> None:
         if not isinstance(role, str):
-            raise LoadError(self.source, index, "a message item without a role")
+            raise LoadError(self.filename, index, "a message item without a role")
         parts = content_parts(item.get("content"))
         text = text_of(parts)
         if role != "user" or text.lstrip().startswith(CONTEXT):
@@ -242,7 +242,7 @@ class _Builder(Script):
         call_id = item.get("call_id") or (item.get("id") if kind == "local_shell_call" else None)
         name = "shell" if kind == "local_shell_call" else item.get("name")
         if not isinstance(call_id, str) or not isinstance(name, str):
-            raise LoadError(self.source, index, f"a {kind} item needs a call_id and a name")
+            raise LoadError(self.filename, index, f"a {kind} item needs a call_id and a name")
         if kind == "function_call":
             arguments = item.get("arguments")
             if not isinstance(arguments, str):
@@ -278,7 +278,7 @@ class _Builder(Script):
     def output(self, index: int, item: dict[str, Any]) -> None:
         call_id = item.get("call_id")
         if not isinstance(call_id, str):
-            raise LoadError(self.source, index, f"a {item['type']} item without a call_id")
+            raise LoadError(self.filename, index, f"a {item['type']} item without a call_id")
         output = item.get("output")
         if isinstance(output, dict):  # {"content", "success"}, as some versions wrote it
             output = output.get("content")

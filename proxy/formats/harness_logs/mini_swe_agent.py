@@ -57,13 +57,13 @@ def miss(doc: Any) -> Misfit | None:
     return Misfit(f"expected {EXPECTED}: {where}", marks)
 
 
-def convert(doc: Any, source: str) -> list[Converted]:
+def convert(doc: Any, filename: str) -> list[Converted]:
     raw: list[Any] = doc["messages"]
     left_out: list[Note] = []
     kept: list[tuple[int, dict[str, Any]]] = []
     for index, message in enumerate(raw):
         if not isinstance(message, dict):
-            raise LoadError(source, index, "message is not a JSON object")
+            raise LoadError(filename, index, "message is not a JSON object")
         extra = _object(message.get("extra"))
         if message.get("role") == "exit":
             left_out.append(Note(index, f"{END} (exit_status {extra.get('exit_status')!r})"))
@@ -82,9 +82,9 @@ def convert(doc: Any, source: str) -> list[Converted]:
         left_out.append(Note(kept[-1][0], f"{END} (exit_status {info['exit_status']!r})"))
         kept.pop()
     if any(m.get("object") == "response" or "type" in m for _, m in kept):
-        messages, indexes = _responses(kept, source)
+        messages, indexes = _responses(kept, filename)
     else:
-        messages = [_chat(m, source, i) for i, m in kept]
+        messages = [_chat(m, filename, i) for i, m in kept]
         indexes = [i for i, _ in kept]
     return [Converted(messages, indexes, sorted(left_out, key=lambda n: n.index))]
 
@@ -96,9 +96,9 @@ REJECTED = (
 )
 
 
-def _chat(message: dict[str, Any], source: str, index: int) -> dict[str, Any]:
+def _chat(message: dict[str, Any], filename: str, index: int) -> dict[str, Any]:
     if not isinstance(message.get("role"), str):
-        raise LoadError(source, index, "message has no role")
+        raise LoadError(filename, index, "message has no role")
     out = {k: message[k] for k in CHAT_KEYS if message.get(k) is not None}
     out.setdefault("content", None)
     if out["role"] != "assistant":
@@ -138,7 +138,7 @@ def _response_message(extra: Any) -> dict[str, Any]:
 
 
 def _responses(
-    kept: list[tuple[int, dict[str, Any]]], source: str
+    kept: list[tuple[int, dict[str, Any]]], filename: str
 ) -> tuple[list[dict[str, Any]], list[int]]:
     items: list[Any] = []
     origin: list[int] = []  # per item: the message it came from
@@ -146,16 +146,16 @@ def _responses(
         if message.get("object") == "response":
             output = message.get("output")
             if not isinstance(output, list):
-                raise LoadError(source, index, "a response message has no output list")
+                raise LoadError(filename, index, "a response message has no output list")
             items.extend(output)
             origin.extend([index] * len(output))
         else:
             items.append({k: v for k, v in message.items() if k in RESPONSES_KEYS})
             origin.append(index)
     try:
-        messages, positions = items_to_chat(items, source)
+        messages, positions = items_to_chat(items, filename)
     except LoadError as exc:
-        raise LoadError(source, origin[exc.index or 0], exc.reason) from None
+        raise LoadError(filename, origin[exc.index or 0], exc.reason) from None
     return messages, [origin[p] for p in positions]
 
 

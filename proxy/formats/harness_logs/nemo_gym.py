@@ -72,11 +72,11 @@ def miss(lines: Lines) -> Misfit | None:
     return None
 
 
-def convert(lines: Lines, source: str) -> list[Converted]:
-    converted = [_rollout(index, row, source) for index, row in lines]
+def convert(lines: Lines, filename: str) -> list[Converted]:
+    converted = [_rollout(index, row, filename) for index, row in lines]
     if not any(_answers(row) for _, row in lines):
         raise LoadError(
-            source,
+            filename,
             None,
             'NeMo-Gym task inputs, not rollouts: no line records an answer (no "response", and '
             'no assistant item in "input"); the rollouts are the file ng_collect_rollouts writes '
@@ -113,7 +113,7 @@ class _Refused(Exception):
     """A line that cannot be read, and why (its line is prefixed by the caller)."""
 
 
-def _rollout(index: int, row: Any, source: str) -> Converted:
+def _rollout(index: int, row: Any, filename: str) -> Converted:
     line = f"line {index + 1}"
     label = str(index + 1)
     if not isinstance(row, dict):
@@ -123,7 +123,7 @@ def _rollout(index: int, row: Any, source: str) -> Converted:
         output = _trajectory_output(row)
         if output is None:
             return _refused(label, f'{line}: "trajectory" has no "output" list')
-        return _read(index, [], output, "trajectory.output", None, source)
+        return _read(index, [], output, "trajectory.output", None, filename)
     if not isinstance(params, dict):
         return _refused(label, f'{line} has no "responses_create_params" object')
     given = params.get("input")
@@ -137,7 +137,7 @@ def _rollout(index: int, row: Any, source: str) -> Converted:
     if not isinstance(instructions, str):
         instructions = None
     if response is None:
-        return _read(index, given, [], "response.output", None, source, instructions)
+        return _read(index, given, [], "response.output", None, filename, instructions)
     if not isinstance(response, dict) or not isinstance(response.get("output"), list):
         return _refused(label, f'{line}: "response" has no "output" list')
     try:
@@ -146,13 +146,13 @@ def _rollout(index: int, row: Any, source: str) -> Converted:
         return _refused(label, f"{line}, {exc}")
     if last is None:
         return _read(
-            index, given, response["output"], "response.output", response, source, instructions
+            index, given, response["output"], "response.output", response, filename, instructions
         )
     # the last transition is the whole conversation as the model was sent it; each call's token
     # ids are on its answer in the transition that produced it (the later ones resend it bare)
     whole = f"response.output[{last}]"
     items = _with_generated_tokens(response["output"])
-    return _read(index, [], items, whole, response, source, instructions)
+    return _read(index, [], items, whole, response, filename, instructions)
 
 
 def _read(
@@ -161,12 +161,12 @@ def _read(
     output: list[Any],
     where: str,
     response: dict[str, Any] | None,
-    source: str,
+    filename: str,
     instructions: str | None = None,
 ) -> Converted:
     label = str(index + 1)
     try:
-        messages, indexes = items_to_chat([*given, *output], source, instructions=instructions)
+        messages, indexes = items_to_chat([*given, *output], filename, instructions=instructions)
     except LoadError as exc:  # its index is the item's position in input + output
         place = _place(index, exc.index if exc.index is not None else 0, len(given), where)
         return _refused(label, f"{place}: {exc.reason}")
@@ -268,5 +268,5 @@ SINGLE = Reader(
     name="nemo-gym",
     lines=False,
     miss=lambda doc: miss([(0, doc)]),
-    convert=lambda doc, source: convert([(0, doc)], source),
+    convert=lambda doc, filename: convert([(0, doc)], filename),
 )

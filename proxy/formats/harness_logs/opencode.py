@@ -47,15 +47,15 @@ def miss(doc: Any) -> Misfit | None:
     return None
 
 
-def convert(doc: Any, source: str) -> list[Converted]:
+def convert(doc: Any, filename: str) -> list[Converted]:
     messages: list[dict[str, Any]] = []
     indexes: list[int] = []
     left_out: list[Note] = []
     for index, item in enumerate(doc["messages"]):
-        info, parts = _message(item, source, index)
+        info, parts = _message(item, filename, index)
         role = info.get("role")
         if role == "user":
-            text = _user(parts, source, index, left_out)
+            text = _user(parts, filename, index, left_out)
             if text is not None:
                 messages.append({"role": "user", "content": text})
                 indexes.append(index)
@@ -64,33 +64,33 @@ def convert(doc: Any, source: str) -> list[Converted]:
             if why is not None:
                 left_out.append(Note(index, why))
                 continue
-            for message in _assistant(parts, source, index, left_out):
+            for message in _assistant(parts, filename, index, left_out):
                 messages.append(message)
                 indexes.append(index)
         else:
-            raise LoadError(source, index, f"info.role must be user or assistant, not {role!r}")
+            raise LoadError(filename, index, f"info.role must be user or assistant, not {role!r}")
     return [Converted(messages, indexes, left_out)]
 
 
-def _message(item: Any, source: str, index: int) -> tuple[dict[str, Any], list[Any]]:
+def _message(item: Any, filename: str, index: int) -> tuple[dict[str, Any], list[Any]]:
     if not isinstance(item, dict) or not isinstance(item.get("info"), dict):
-        raise LoadError(source, index, 'message has no "info" object')
+        raise LoadError(filename, index, 'message has no "info" object')
     parts = item.get("parts")
     if not isinstance(parts, list):
-        raise LoadError(source, index, "parts must be a list")
+        raise LoadError(filename, index, "parts must be a list")
     for j, part in enumerate(parts):
         if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise LoadError(source, index, f"parts[{j}] has no type")
+            raise LoadError(filename, index, f"parts[{j}] has no type")
     return item["info"], parts
 
 
-def _user(parts: list[dict[str, Any]], source: str, index: int, notes: list[Note]) -> str | None:
+def _user(parts: list[dict[str, Any]], filename: str, index: int, notes: list[Note]) -> str | None:
     texts: list[str] = []
     for j, part in enumerate(parts):
         kind = part["type"]
         if kind == "text":
             if not isinstance(part.get("text"), str):
-                raise LoadError(source, index, f"parts[{j}].text must be a string")
+                raise LoadError(filename, index, f"parts[{j}].text must be a string")
             if not part.get("ignored"):
                 texts.append(part["text"])
         elif kind == "compaction":
@@ -123,7 +123,7 @@ def _left_out_assistant(info: dict[str, Any], parts: list[dict[str, Any]]) -> st
 
 
 def _assistant(
-    parts: list[dict[str, Any]], source: str, index: int, notes: list[Note]
+    parts: list[dict[str, Any]], filename: str, index: int, notes: list[Note]
 ) -> list[dict[str, Any]]:
     """One assistant message per step, each followed by its tool results."""
     out: list[dict[str, Any]] = []
@@ -140,7 +140,7 @@ def _assistant(
             try:
                 message["usage"] = step_tokens(finish.get("tokens"))
             except OutOfRange as exc:
-                raise LoadError(source, index, str(exc)) from None
+                raise LoadError(filename, index, str(exc)) from None
         if reasoning:
             message["reasoning_content"] = "".join(reasoning)
         if calls:
@@ -155,11 +155,11 @@ def _assistant(
         if kind in ("step-start", "step-finish"):
             flush(part if kind == "step-finish" else None)
         elif kind == "text":
-            text.append(_string(part, "text", source, index, j))
+            text.append(_string(part, "text", filename, index, j))
         elif kind == "reasoning":
-            reasoning.append(_string(part, "text", source, index, j))
+            reasoning.append(_string(part, "text", filename, index, j))
         elif kind == "tool":
-            call, result = _tool(part, source, index, j, notes)
+            call, result = _tool(part, filename, index, j, notes)
             calls.append(call)
             results.append(result)
         elif kind not in BOOKKEEPING:
@@ -169,19 +169,19 @@ def _assistant(
 
 
 def _tool(
-    part: dict[str, Any], source: str, index: int, j: int, notes: list[Note]
+    part: dict[str, Any], filename: str, index: int, j: int, notes: list[Note]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    call_id = _string(part, "callID", source, index, j)
-    name = _string(part, "tool", source, index, j)
+    call_id = _string(part, "callID", filename, index, j)
+    name = _string(part, "tool", filename, index, j)
     state = part.get("state")
     if not isinstance(state, dict) or not isinstance(state.get("input"), dict):
-        raise LoadError(source, index, f"parts[{j}].state.input must be an object")
+        raise LoadError(filename, index, f"parts[{j}].state.input must be an object")
     # compact, as opencode's JSON.stringify sends it back: the arguments compare equal
     arguments = json.dumps(state["input"], ensure_ascii=False, separators=(",", ":"))
     status = state.get("status")
     metadata: dict[str, Any] = state.get("metadata") or {}
     if not isinstance(metadata, dict):
-        raise LoadError(source, index, f"parts[{j}].state.metadata must be an object")
+        raise LoadError(filename, index, f"parts[{j}].state.metadata must be an object")
     if status == "completed":
         compacted = isinstance(state.get("time"), dict) and state["time"].get("compacted")
         output = CLEARED if compacted else str(state.get("output", ""))
@@ -199,10 +199,10 @@ def _tool(
     return call, {"role": "tool", "tool_call_id": call_id, "content": output}
 
 
-def _string(part: dict[str, Any], key: str, source: str, index: int, j: int) -> str:
+def _string(part: dict[str, Any], key: str, filename: str, index: int, j: int) -> str:
     value = part.get(key)
     if not isinstance(value, str):
-        raise LoadError(source, index, f"parts[{j}].{key} must be a string")
+        raise LoadError(filename, index, f"parts[{j}].{key} must be a string")
     return value
 
 

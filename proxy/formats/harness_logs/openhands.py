@@ -62,10 +62,10 @@ def miss(doc: Any) -> Misfit | None:
     return Misfit(f'expected {expected}: $[0] has no "kind", "action" or "observation"', marks)
 
 
-def convert(doc: Any, source: str) -> list[Converted]:
+def convert(doc: Any, filename: str) -> list[Converted]:
     if doc and isinstance(doc[0], dict) and isinstance(doc[0].get("kind"), str):
-        return [_sdk(doc, source)]
-    return [_v0(doc, source)]
+        return [_sdk(doc, filename)]
+    return [_v0(doc, filename)]
 
 
 class _Builder(Script):
@@ -79,11 +79,11 @@ class _Builder(Script):
 # -- the SDK -----------------------------------------------------------------------------------
 
 
-def _sdk(events: list[Any], source: str) -> Converted:
+def _sdk(events: list[Any], filename: str) -> Converted:
     out = _Builder()
     for index, event in enumerate(events):
         if not isinstance(event, dict) or not isinstance(event.get("kind"), str):
-            raise LoadError(source, index, 'event has no "kind"')
+            raise LoadError(filename, index, 'event has no "kind"')
         kind = event["kind"]
         if kind == "SystemPromptEvent":
             parts = [event.get("system_prompt"), event.get("dynamic_context")]
@@ -92,7 +92,7 @@ def _sdk(events: list[Any], source: str) -> Converted:
         elif kind == "MessageEvent":
             llm = event.get("llm_message")
             if not isinstance(llm, dict) or llm.get("role") not in ("user", "assistant"):
-                raise LoadError(source, index, "llm_message.role must be user or assistant")
+                raise LoadError(filename, index, "llm_message.role must be user or assistant")
             content = _texts(_list(llm.get("content")) + _list(event.get("extended_content")))
             message: dict[str, Any] = {"role": llm["role"], "content": content}
             if llm["role"] == "assistant" and (thinking := _reasoning(llm)):
@@ -100,11 +100,11 @@ def _sdk(events: list[Any], source: str) -> Converted:
             out.add(message, index)
             out.turn = None
         elif kind == "ActionEvent":
-            _sdk_action(out, event, source, index)
+            _sdk_action(out, event, filename, index)
         elif kind in SDK_TOOL_RESULTS:
             call_id = event.get("tool_call_id")
             if not isinstance(call_id, str):
-                raise LoadError(source, index, "tool_call_id must be a string")
+                raise LoadError(filename, index, "tool_call_id must be a string")
             out.add({"role": "tool", "tool_call_id": call_id, "content": _sdk_result(event)}, index)
         elif kind in SDK_CONDENSER:
             out.note(index, f"{kind}: the SDK condenses its own view of the history")
@@ -113,10 +113,10 @@ def _sdk(events: list[Any], source: str) -> Converted:
     return out.converted()
 
 
-def _sdk_action(out: _Builder, event: dict[str, Any], source: str, index: int) -> None:
+def _sdk_action(out: _Builder, event: dict[str, Any], filename: str, index: int) -> None:
     call = event.get("tool_call")
     if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-        raise LoadError(source, index, "tool_call must be an object with a name")
+        raise LoadError(filename, index, "tool_call must be an object with a name")
     response = (
         event.get("llm_response_id") if isinstance(event.get("llm_response_id"), str) else None
     )
@@ -182,12 +182,12 @@ def _reasoning(holder: dict[str, Any]) -> str | None:
 # -- V0 ----------------------------------------------------------------------------------------
 
 
-def _v0(events: list[Any], source: str) -> Converted:
+def _v0(events: list[Any], filename: str) -> Converted:
     out = _Builder()
     delegates = 0  # how many delegate (subagent) runs are open: their events are left out
     for index, event in enumerate(events):
         if not isinstance(event, dict) or ("action" not in event and "observation" not in event):
-            raise LoadError(source, index, 'event has neither "action" nor "observation"')
+            raise LoadError(filename, index, 'event has neither "action" nor "observation"')
         kind = str(event.get("action") or event.get("observation"))
         is_action = "action" in event
         if delegates:  # inside a delegate's run, until its own `delegate` observation
@@ -207,35 +207,35 @@ def _v0(events: list[Any], source: str) -> Converted:
             out.add({"role": role, "content": str(args.get("content") or "")}, index)
             out.turn = None
         elif is_action and isinstance(metadata, dict) and event.get("source") == "agent":
-            _v0_action(out, metadata, source, index)
+            _v0_action(out, metadata, filename, index)
         elif not is_action and isinstance(metadata, dict):
             call_id = metadata.get("tool_call_id")
             if not isinstance(call_id, str):
-                raise LoadError(source, index, "tool_call_metadata.tool_call_id must be a string")
+                raise LoadError(filename, index, "tool_call_metadata.tool_call_id must be a string")
             out.add({"role": "tool", "tool_call_id": call_id, "content": _v0_text(event)}, index)
         else:
             out.note(index, _v0_why(kind, is_action, event.get("source")))
     return out.converted()
 
 
-def _v0_action(out: _Builder, metadata: dict[str, Any], source: str, index: int) -> None:
+def _v0_action(out: _Builder, metadata: dict[str, Any], filename: str, index: int) -> None:
     response: Any = metadata.get("model_response")
     try:
         message = response["choices"][0]["message"]
         response_id = str(response["id"])
     except (TypeError, KeyError, IndexError):
         raise LoadError(
-            source, index, "tool_call_metadata.model_response has no id and choices[0].message"
+            filename, index, "tool_call_metadata.model_response has no id and choices[0].message"
         ) from None
     if out.turn is not None and out.turn[0] == response_id:
         return  # a further action of the same response: its call is already in the turn
     calls = message.get("tool_calls") if isinstance(message, dict) else None
     if not isinstance(calls, list) or not calls:
-        raise LoadError(source, index, "model_response's message has no tool_calls")
+        raise LoadError(filename, index, "model_response's message has no tool_calls")
     assistant: dict[str, Any] = {
         "role": "assistant",
         "content": message.get("content") or "",
-        "tool_calls": [_v0_call(call, source, index) for call in calls],
+        "tool_calls": [_v0_call(call, filename, index) for call in calls],
     }
     if thinking := _reasoning(message):
         assistant["reasoning_content"] = thinking
@@ -244,10 +244,10 @@ def _v0_action(out: _Builder, metadata: dict[str, Any], source: str, index: int)
     out.turn = (response_id, assistant)
 
 
-def _v0_call(call: Any, source: str, index: int) -> dict[str, Any]:
+def _v0_call(call: Any, filename: str, index: int) -> dict[str, Any]:
     function = call.get("function") if isinstance(call, dict) else None
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-        raise LoadError(source, index, "a tool call of model_response has no function name")
+        raise LoadError(filename, index, "a tool call of model_response has no function name")
     return {
         "id": call.get("id"),
         "type": "function",
@@ -260,7 +260,7 @@ def _v0_text(event: dict[str, Any]) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
-def _v0_why(kind: str, is_action: bool, source: Any) -> str:
+def _v0_why(kind: str, is_action: bool, filename: Any) -> str:
     if kind in ("recall", "agent_state_changed", "change_agent_state", "null", "condensation"):
         reasons = {
             "recall": "OpenHands adds this context itself",
@@ -268,7 +268,7 @@ def _v0_why(kind: str, is_action: bool, source: Any) -> str:
         }
         return f"{kind}: {reasons.get(kind, 'not a message')}"
     if is_action:
-        return f"{kind} action from {source} without tool_call_metadata: no tool call to replay"
+        return f"{kind} action from {filename} without tool_call_metadata: no tool call to replay"
     return f"{kind} observation without tool_call_metadata: no tool call answered"
 
 

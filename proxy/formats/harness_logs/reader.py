@@ -59,7 +59,7 @@ class Opened:
     APIs a recording's exchanges may have been made in, by name."""
 
     name: str
-    source: str
+    filename: str
     digest: str
     notes: list[Note]
     apis: Mapping[str, Api]
@@ -70,7 +70,7 @@ class Reader:
     name: str  # as `check` and `convert` report it, e.g. "claude-code"
     lines: bool  # True: JSONL; False: one JSON document
     miss: Callable[[Any], Misfit | None]  # None: the file is of this format
-    # (doc or lines, source) -> its conversations as chat messages; raises LoadError
+    # (doc or lines, filename) -> its conversations as chat messages; raises LoadError
     convert: Callable[[Any, str], list[Converted]] | None
     # or its trajectories whole, for a format whose turns carry more than messages
     build: Callable[[Any, Opened], list[Trajectory]] | None = None

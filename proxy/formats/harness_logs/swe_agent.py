@@ -63,17 +63,17 @@ def _history(doc: dict[str, Any]) -> list[Any] | None:
     return None
 
 
-def convert(doc: Any, source: str) -> list[Converted]:
+def convert(doc: Any, filename: str) -> list[Converted]:
     history = _history(doc)
     if history is None:
-        raise LoadError(source, None, "a SWE-agent trajectory without a history")
+        raise LoadError(filename, None, "a SWE-agent trajectory without a history")
     messages: list[dict[str, Any]] = []
     indexes: list[int] = []
     left_out = _attempts(doc)
     agent: str | None = None
     for index, item in enumerate(history):
         if not isinstance(item, dict) or not isinstance(item.get("role"), str):
-            raise LoadError(source, index, "history item has no role")
+            raise LoadError(filename, index, "history item has no role")
         if agent is None and isinstance(item.get("agent"), str):
             agent = item["agent"]
         if item.get("is_demo"):
@@ -82,18 +82,18 @@ def convert(doc: Any, source: str) -> list[Converted]:
         if item.get("agent", agent) != agent:
             left_out.append(Note(index, f"a message of agent {item['agent']!r}, not {agent!r}"))
             continue
-        messages.append(_message(item, source, index))
+        messages.append(_message(item, filename, index))
         indexes.append(index)
     return [Converted(messages, indexes, left_out)]
 
 
-def _message(item: dict[str, Any], source: str, index: int) -> dict[str, Any]:
+def _message(item: dict[str, Any], filename: str, index: int) -> dict[str, Any]:
     role, content = item["role"], item.get("content")
     if role == "tool":
         ids = item.get("tool_call_ids")
         call_id = ids[0] if isinstance(ids, list) and ids else item.get("tool_call_id")
         if not isinstance(call_id, str):
-            raise LoadError(source, index, "tool message has no tool_call_ids")
+            raise LoadError(filename, index, "tool message has no tool_call_ids")
         return {"role": "tool", "tool_call_id": call_id, "content": content}
     message: dict[str, Any] = {"role": role, "content": content}
     if role != "assistant":
@@ -101,8 +101,8 @@ def _message(item: dict[str, Any], source: str, index: int) -> dict[str, Any]:
     calls = item.get("tool_calls")
     if calls:  # None or [] in text-action mode
         if not isinstance(calls, list):
-            raise LoadError(source, index, "tool_calls must be a list")
-        message["tool_calls"] = [_call(call, source, index, j) for j, call in enumerate(calls)]
+            raise LoadError(filename, index, "tool_calls must be a list")
+        message["tool_calls"] = [_call(call, filename, index, j) for j, call in enumerate(calls)]
     thinking = [
         block.get("thinking")
         for block in item.get("thinking_blocks") or []
@@ -113,10 +113,10 @@ def _message(item: dict[str, Any], source: str, index: int) -> dict[str, Any]:
     return message
 
 
-def _call(call: Any, source: str, index: int, j: int) -> dict[str, Any]:
+def _call(call: Any, filename: str, index: int, j: int) -> dict[str, Any]:
     fn = call.get("function") if isinstance(call, dict) else None
     if not isinstance(fn, dict):
-        raise LoadError(source, index, f"tool_calls[{j}] has no function object")
+        raise LoadError(filename, index, f"tool_calls[{j}] has no function object")
     return {"id": call.get("id"), "type": "function", "function": fn}
 
 

@@ -47,7 +47,7 @@ def test_contents_become_chat_messages_with_ids_paired() -> None:
 
 
 def test_a_contents_document_is_a_trajectory() -> None:
-    t = load_bytes(orjson.dumps(DOC), name="g", source="g.json")
+    t = load_bytes(orjson.dumps(DOC), name="g", filename="g.json")
     assert t.format == "gemini" and t.system == "Be brief." and len(t.turns) == 2
     assert [c.name for c in t.turns[0].tool_calls] == ["run_shell_command"] * 2
     assert t.turns[0].reasoning == "look first" and t.turns[1].final
@@ -61,7 +61,7 @@ def test_the_request_is_read_and_an_id_less_history_still_holds_its_turns() -> N
     assert conv.tools == ("run_shell_command",) and conv.system == "Be brief."
     assert [c.id for c in conv.replies[0].calls] == [f"{NO_ID}1.2", "c2"]
     assert {r.call_id for r in conv.results} == {"c2", f"{NO_ID}1.2"}
-    script = load_bytes(orjson.dumps(DOC), name="g", source="g.json")
+    script = load_bytes(orjson.dumps(DOC), name="g", filename="g.json")
     # the script's first call has a stand-in id of its own: the history's id-less call is
     # matched by name, and the request (without the final answer) is due turn 2
     conv = parse_gemini({**body, "contents": CONTENTS[:3]})
@@ -71,7 +71,7 @@ def test_the_request_is_read_and_an_id_less_history_still_holds_its_turns() -> N
 
 
 def test_a_turn_is_written_as_candidates_and_read_back() -> None:
-    script = load_bytes(orjson.dumps(DOC), name="g", source="g.json")
+    script = load_bytes(orjson.dumps(DOC), name="g", filename="g.json")
     conv = parse_gemini({"contents": CONTENTS[:1]})
     turn = script.turns[0]
     thoughts = {"generationConfig": {"thinkingConfig": {"includeThoughts": True}}}
@@ -130,7 +130,7 @@ def test_an_id_less_history_gets_the_trailing_user_message_after_its_responses()
         {"role": "tool", "tool_call_id": "c1", "content": "a"},
         {"role": "user", "content": "Now summarise."},
     ]  # fmt: skip
-    script = load_bytes(orjson.dumps(recorded), name="s", source="s.json")
+    script = load_bytes(orjson.dumps(recorded), name="s", filename="s.json")
     body = {
         "contents": [
             {"role": "user", "parts": [{"text": "List."}]},
@@ -174,7 +174,7 @@ def test_a_recording_of_an_upstream_that_sends_no_ids_keeps_its_steps() -> None:
     t = load(
         exchange([task], [call]) + exchange([task, echoed, result], [{"text": "Done."}]),
         name="r",
-        source="r.jsonl",
+        filename="r.jsonl",
     )  # fmt: skip
     assert [turn.recorded is not None for turn in t.turns] == [True, True]
     assert [c.id for c in t.turns[0].tool_calls] == ["sh-123-abc"]  # the ids the client used

@@ -170,7 +170,7 @@ HINT_PARTS = [{"type": "text", "text": "a hint"}]
 def test_trajectories_in_responses_and_anthropic_shapes_load_into_the_one_model(
     document: Any, fmt: str, system: str | None, first_id: str, hint: Any
 ) -> None:
-    t = load_bytes(json.dumps(document).encode(), name="t", source="t.json")
+    t = load_bytes(json.dumps(document).encode(), name="t", filename="t.json")
     assert (t.format, t.task, t.system) == (fmt, "the task", system)
     assert [len(turn.tool_calls) for turn in t.turns] == [1, 0]
     assert t.turns[0].tool_calls[0].id == first_id and t.turns[0].reasoning == "think"

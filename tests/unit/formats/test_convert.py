@@ -56,9 +56,9 @@ RESPONSES_ITEMS: list[Any] = [
     ids=["chat conversation", "responses items", "bundled example"],
 )
 def test_the_written_chat_json_loads_as_the_same_script(source: bytes) -> None:
-    original = load_bytes(source, name="t", source="t")
+    original = load_bytes(source, name="t", filename="t")
     written = orjson.dumps(to_messages(original))
-    again = load_bytes(written, name="t", source="t.json")
+    again = load_bytes(written, name="t", filename="t.json")
     assert again.format == "chat" and again.skipped == () and again.dropped == ()
     same_script(original, again)
 
@@ -72,4 +72,4 @@ def test_a_recording_converts_too(tmp_path: Path) -> None:
     path = tmp_path / "rec.jsonl"
     path.write_bytes(orjson.dumps(line) + b"\n")
     original = load_file(path)
-    same_script(original, load_bytes(orjson.dumps(to_messages(original)), name="t", source="t"))
+    same_script(original, load_bytes(orjson.dumps(to_messages(original)), name="t", filename="t"))

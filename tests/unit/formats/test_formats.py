@@ -20,7 +20,7 @@ def call(call_id: str | None, name: str = "bash", arguments: object = '{"command
 
 
 def load(messages: object, name: str = "t") -> object:
-    return load_bytes(json.dumps(messages).encode(), name=name, source=f"{name}.json")
+    return load_bytes(json.dumps(messages).encode(), name=name, filename=f"{name}.json")
 
 
 BASIC = [
@@ -304,9 +304,9 @@ def test_a_file_wrong_from_its_start_is_in_no_known_format(messages: object, fra
 
 def test_broken_json_and_unknown_shapes_are_load_errors(tmp_path: Path) -> None:
     with pytest.raises(LoadError, match="not valid JSON"):
-        load_bytes(b'[{"role": "user",', name="x", source="x.json")
+        load_bytes(b'[{"role": "user",', name="x", filename="x.json")
     with pytest.raises(LoadError, match="empty"):
-        load_bytes(b"  \n", name="x", source="x.json")
+        load_bytes(b"  \n", name="x", filename="x.json")
     with pytest.raises(LoadError, match="cannot read"):
         load_file(tmp_path / "missing.json")
     path = tmp_path / "t.jsonl"

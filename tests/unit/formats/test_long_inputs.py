@@ -74,7 +74,7 @@ def test_a_reply_of_many_message_items_is_read_in_one_pass() -> None:
     items: list[Any] = [{"role": "user", "content": "task"}]
     items += [said(kilobyte(i)) for i in range(LONG)]
     items.append(bash("c1"))
-    t = load_bytes(orjson.dumps({"input": items}), name="r", source="r.json")
+    t = load_bytes(orjson.dumps({"input": items}), name="r", filename="r.json")
     [turn] = t.turns
     lines = turn.text.split("\n")
     assert len(lines) == LONG and lines[0] == kilobyte(0) and lines[-1] == kilobyte(LONG - 1)
@@ -135,7 +135,7 @@ def transcript(blocks_per_line: list[list[Any]]) -> bytes:
 
 
 def read_claude(data: bytes) -> Any:
-    [t] = read_with(claude_code.READER, data, name="cc", source="cc.jsonl")
+    [t] = read_with(claude_code.READER, data, name="cc", filename="cc.jsonl")
     return t
 
 
@@ -188,15 +188,15 @@ def test_system_messages_before_the_task_join_with_newlines_empty_ones_too() -> 
         {"role": "system", "content": "after the task: not the system prompt"},
         {"role": "assistant", "content": "done"},
     ]
-    assert load_bytes(orjson.dumps(messages), name="c", source="c.json").system == "a\n\nb"
+    assert load_bytes(orjson.dumps(messages), name="c", filename="c.json").system == "a\n\nb"
     bare = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "done"}]
-    assert load_bytes(orjson.dumps(bare), name="c", source="c.json").system is None
+    assert load_bytes(orjson.dumps(bare), name="c", filename="c.json").system is None
 
 
 def test_many_system_messages_are_read_in_one_pass() -> None:
     messages: list[Any] = [{"role": "system", "content": kilobyte(i)} for i in range(LONG)]
     messages += [{"role": "user", "content": "task"}, {"role": "assistant", "content": "done"}]
-    t = load_bytes(orjson.dumps(messages), name="c", source="c.json")
+    t = load_bytes(orjson.dumps(messages), name="c", filename="c.json")
     assert t.system == "\n".join(kilobyte(i) for i in range(LONG))
 
 
@@ -284,6 +284,6 @@ def test_turns_no_step_answered_are_matched_in_one_pass() -> None:
     lines.append(
         exchange({"model": "m", "messages": history}, {"role": "assistant", "content": "done"})
     )
-    t = load_bytes(b"".join(lines), name="rec", source="rec.jsonl")
+    t = load_bytes(b"".join(lines), name="rec", filename="rec.jsonl")
     assert len(t.turns) == n + 1
     assert [turn.recorded.index for turn in t.turns if turn.recorded] == [n]

@@ -27,7 +27,7 @@ def load(doc: Any) -> Trajectory:
     """A list of Responses items is loaded as a Responses request's input."""
     if isinstance(doc, list) and any(isinstance(m, dict) and "type" in m for m in doc):
         doc = {"input": doc}
-    return load_bytes(json.dumps(doc).encode(), name="t", source="t.json")
+    return load_bytes(json.dumps(doc).encode(), name="t", filename="t.json")
 
 
 def message(role: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -245,7 +245,7 @@ def test_the_new_shapes_convert_to_chat_json_and_back() -> None:
         [message("user", "Start."), *moves, message("assistant", "", **tokens(3))],
     ):
         original = load(doc)
-        again = load_bytes(orjson.dumps(to_messages(original)), name="t", source="t.json")
+        again = load_bytes(orjson.dumps(to_messages(original)), name="t", filename="t.json")
         assert again.dropped == () and again.skipped == ()
         same_script(original, again)
 

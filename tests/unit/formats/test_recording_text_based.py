@@ -27,7 +27,7 @@ def exchange(messages: list[dict[str, Any]], answer: dict[str, Any], **extra: An
 
 
 def load(*lines: bytes) -> Any:
-    return load_bytes(b"".join(lines), name="rec", source="rec.jsonl")
+    return load_bytes(b"".join(lines), name="rec", filename="rec.jsonl")
 
 
 def test_the_chain_of_tool_less_exchanges_is_a_text_based_script() -> None:

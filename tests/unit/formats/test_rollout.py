@@ -71,7 +71,7 @@ def test_each_calls_token_ids_are_read_as_the_file_records_them(path: Path) -> N
 @pytest.mark.parametrize("path", PUBLISHED, ids=[p.name for p in PUBLISHED])
 def test_a_published_rollout_round_trips_through_the_export_unchanged(path: Path) -> None:
     for trajectory in load_all(path):
-        [back] = load_many(line(trajectory), name="back", source="back.jsonl")
+        [back] = load_many(line(trajectory), name="back", filename="back.jsonl")
         assert back.format == "nemo-gym"
         assert as_read(back) == as_read(trajectory)
 
@@ -85,7 +85,7 @@ def test_the_corpus_holds_rollouts_with_token_ids() -> None:
 @pytest.mark.parametrize("path", PUBLISHED, ids=[p.name for p in PUBLISHED])
 def test_the_chat_export_keeps_each_calls_tokens(path: Path) -> None:
     for trajectory in load_all(path):
-        back = load_bytes(orjson.dumps(to_messages(trajectory)), name="c", source="c.json")
+        back = load_bytes(orjson.dumps(to_messages(trajectory)), name="c", filename="c.json")
         assert [u.tokens for u in back.turns] == [u.tokens for u in trajectory.turns]
 
 
@@ -113,7 +113,7 @@ def test_the_usage_is_the_sum_of_the_calls_and_the_tokens_end_each_call() -> Non
             "usage": {"prompt_tokens": 5, "completion_tokens": 1},
         },
     ]
-    rollout = to_rollout(load_bytes(orjson.dumps(rows), name="t", source="t.json"))
+    rollout = to_rollout(load_bytes(orjson.dumps(rows), name="t", filename="t.json"))
     output = rollout["response"]["output"]
     assert [o["type"] for o in output] == [
         "message", "function_call", "function_call_output", "message",
@@ -169,16 +169,16 @@ def test_calls_that_follow_each_other_read_back_as_the_same_calls(
     calls: list[dict[str, Any]],
 ) -> None:
     rows = [{"role": "user", "content": "task"}, *calls]
-    t = load_bytes(orjson.dumps(rows), name="t", source="t.json")
+    t = load_bytes(orjson.dumps(rows), name="t", filename="t.json")
     assert len(t.turns) == 3
-    [back] = load_many(line(t), name="back", source="back.jsonl")
+    [back] = load_many(line(t), name="back", filename="back.jsonl")
     assert as_read(back) == as_read(t)
 
 
 def test_a_call_whose_output_was_not_recorded_stays_apart_from_the_next() -> None:
     rows = [{"role": "user", "content": "task"}, call("", "ls"), call("done")]
-    t = load_bytes(orjson.dumps(rows), name="t", source="t.json")
-    [back] = load_many(line(t), name="back", source="back.jsonl")
+    t = load_bytes(orjson.dumps(rows), name="t", filename="t.json")
+    [back] = load_many(line(t), name="back", filename="back.jsonl")
     assert [(u.text, [c.name for c in u.tool_calls]) for u in back.turns] == [
         ("", ["ls"]),
         ("done", []),
@@ -191,11 +191,11 @@ def test_openai_logprobs_beside_nemo_gyms_ids_survive_both_exports() -> None:
         {"role": "user", "content": "task"},
         call("hi", **ids(2), logprobs={"content": entries}),
     ]
-    t = load_bytes(orjson.dumps(rows), name="t", source="t.json")
+    t = load_bytes(orjson.dumps(rows), name="t", filename="t.json")
     tokens = t.turns[0].tokens
     assert tokens is not None and tokens.entries == entries
-    [back] = load_many(line(t), name="back", source="back.jsonl")
-    chat = load_bytes(orjson.dumps(to_messages(t)), name="c", source="c.json")
+    [back] = load_many(line(t), name="back", filename="back.jsonl")
+    chat = load_bytes(orjson.dumps(to_messages(t)), name="c", filename="c.json")
     assert back.turns[0].tokens == chat.turns[0].tokens == tokens
 
 
@@ -232,6 +232,6 @@ def test_token_fields_that_cannot_be_a_calls_fail_loudly_with_their_place(
         },
     }
     with pytest.raises(LoadError) as caught:
-        load_many(json.dumps(row).encode(), name="bad", source="bad.jsonl")
+        load_many(json.dumps(row).encode(), name="bad", filename="bad.jsonl")
     assert said in str(caught.value)
     assert "line 1, response.output[0]" in str(caught.value)

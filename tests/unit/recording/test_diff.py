@@ -19,7 +19,7 @@ RECORDED: list[dict[str, Any]] = json.loads(GREETING.read_text())
 
 
 def load(messages: list[dict[str, Any]], name: str = "run") -> Trajectory:
-    return load_bytes(json.dumps(messages).encode(), name=name, source=f"{name}.json")
+    return load_bytes(json.dumps(messages).encode(), name=name, filename=f"{name}.json")
 
 
 def changed(edit: Any) -> Trajectory:

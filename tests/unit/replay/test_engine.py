@@ -43,7 +43,7 @@ RECORDED = [
 
 
 def script(messages: list[dict[str, Any]] = RECORDED) -> Trajectory:
-    return load_bytes(json.dumps(messages).encode(), name="rec", source="rec.json")
+    return load_bytes(json.dumps(messages).encode(), name="rec", filename="rec.json")
 
 
 def request(*history: dict[str, Any], tools: list[Any] | None = TOOLS, **extra: Any) -> Any:

@@ -44,7 +44,7 @@ def tool(call_id: str) -> dict[str, Any]:
 
 
 def script(messages: list[dict[str, Any]]) -> Trajectory:
-    return load_bytes(json.dumps(messages).encode(), name="long", source="long.json")
+    return load_bytes(json.dumps(messages).encode(), name="long", filename="long.json")
 
 
 def request(messages: list[dict[str, Any]], tools: list[Any] = TOOLS) -> Conversation:

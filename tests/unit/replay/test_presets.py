@@ -179,7 +179,7 @@ def test_in_strict_mode_a_follow_up_is_compared_with_the_presets_masks() -> None
         {"role": "user", "content": reminder("2026-12-05")},
         {"role": "assistant", "content": "Docs done."},
     ]
-    script = load_bytes(json.dumps(recorded).encode(), name="t", source="t.json")
+    script = load_bytes(json.dumps(recorded).encode(), name="t", filename="t.json")
     later = [*recorded[:3], {"role": "user", "content": reminder("2027-01-14")}]
     tools = [{"type": "function", "function": {"name": "Bash", "parameters": {}}}]
     conv = APIS["chat"].parse({"messages": later, "tools": tools})  # follow-ups, not observations
@@ -214,7 +214,7 @@ def test_in_resume_mode_a_tool_result_is_compared_with_the_presets_masks() -> No
         {"role": "tool", "tool_call_id": "c1", "content": output("3f9a1c", "0.0012", "a b")},
         {"role": "assistant", "content": "Two files."},
     ]  # fmt: skip
-    script = load_bytes(json.dumps(recorded).encode(), name="t", source="t.json")
+    script = load_bytes(json.dumps(recorded).encode(), name="t", filename="t.json")
     tools = [{"type": "function", "function": {"name": "exec_command", "parameters": {}}}]
 
     def decided(text: str, preset: str | None) -> Scripted:
@@ -255,7 +255,7 @@ def test_in_resume_mode_a_value_an_output_states_is_masked_by_each_outputs_own()
         {"role": "tool", "tool_call_id": "c1", "content": output("/tmp/run-a/repo", "a b")},
         {"role": "assistant", "content": "Two files."},
     ]  # fmt: skip
-    script = load_bytes(json.dumps(recorded).encode(), name="t", source="t.json")
+    script = load_bytes(json.dumps(recorded).encode(), name="t", filename="t.json")
     tools = [{"type": "function", "function": {"name": "terminal", "parameters": {}}}]
 
     def observed(text: str) -> object:

@@ -123,7 +123,7 @@ def test_a_text_based_scripts_observation_at_the_cut_is_compared() -> None:
         {"role": "user", "content": "hello"},
         {"role": "assistant", "content": "Done."},
     ]
-    text = load_bytes(json.dumps(recorded).encode(), name="t", source="t.json")
+    text = load_bytes(json.dumps(recorded).encode(), name="t", filename="t.json")
     assert text.text_based
 
     def sent(observation: str) -> Any:

@@ -65,7 +65,7 @@ RECORDED = [
 
 
 def script(messages: list[dict[str, Any]] = RECORDED) -> Trajectory:
-    return load_bytes(json.dumps(messages).encode(), name="conv", source="conv.json")
+    return load_bytes(json.dumps(messages).encode(), name="conv", filename="conv.json")
 
 
 def request(*history: dict[str, Any]) -> Any:
@@ -255,7 +255,7 @@ def test_every_format_loads_the_rounds() -> None:
             "content": [{"type": "output_text", "text": "Two."}],
         },
     ]
-    responses = load_bytes(json.dumps(items).encode(), name="r", source="r.json")
+    responses = load_bytes(json.dumps(items).encode(), name="r", filename="r.json")
     assert responses.format == "responses" and responses.rounds == 2
     assert [u.index for u in responses.turns[2].follow_up] == [4]
     anthropic = [
@@ -272,6 +272,6 @@ def test_every_format_loads_the_rounds() -> None:
         {"role": "user", "content": [{"type": "text", "text": "again"}]},
         {"role": "assistant", "content": [{"type": "text", "text": "Two."}]},
     ]
-    loaded = load_bytes(json.dumps(anthropic).encode(), name="a", source="a.json")
+    loaded = load_bytes(json.dumps(anthropic).encode(), name="a", filename="a.json")
     assert loaded.format == "anthropic" and loaded.rounds == 2
     assert [u.index for u in loaded.turns[2].follow_up] == [4]

@@ -16,7 +16,7 @@ from tests.helpers.agent import RECORDED, bash
 def script() -> Any:
     import orjson
 
-    return load_bytes(orjson.dumps(RECORDED), name="run", source="run.json")
+    return load_bytes(orjson.dumps(RECORDED), name="run", filename="run.json")
 
 
 def history(*, with_note: bool = False) -> list[dict[str, Any]]:

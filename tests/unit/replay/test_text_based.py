@@ -59,7 +59,7 @@ RECORDED: list[dict[str, Any]] = [
 
 
 def script(messages: list[dict[str, Any]] = RECORDED) -> Trajectory:
-    return load_bytes(json.dumps(messages).encode(), name="xml", source="xml.json")
+    return load_bytes(json.dumps(messages).encode(), name="xml", filename="xml.json")
 
 
 def history(turns: int, outputs: list[str] = OUTPUTS) -> list[dict[str, Any]]:

@@ -38,7 +38,7 @@ OPENING = SCRIPT[:2]
 
 
 def script() -> Trajectory:
-    return load_bytes(json.dumps(SCRIPT).encode(), name="run", source="run.json")
+    return load_bytes(json.dumps(SCRIPT).encode(), name="run", filename="run.json")
 
 
 def body(*history: dict[str, Any], stream: bool = False) -> dict[str, Any]:

@@ -35,7 +35,7 @@ def conversation(name: str, task: str, steps: int) -> Trajectory:
             {"role": "tool", "tool_call_id": f"{name}{k}", "content": f"out {k}"},
         ]
     messages.append({"role": "assistant", "content": "done"})
-    return load_bytes(json.dumps(messages).encode(), name=name, source=f"{name}.json")
+    return load_bytes(json.dumps(messages).encode(), name=name, filename=f"{name}.json")
 
 
 def run_with_two_children() -> Trajectory:
@@ -48,7 +48,7 @@ def run_with_two_children() -> Trajectory:
         {"role": "tool", "tool_call_id": "spawn_b", "content": "docs ok"},
         {"role": "assistant", "content": "Both are fine."},
     ]
-    run = load_bytes(json.dumps(root).encode(), name="run", source="run.json")
+    run = load_bytes(json.dumps(root).encode(), name="run", filename="run.json")
     kids = (
         Child("aaa", conversation("run:agent-aaa", "Check the tests.", 3), "spawn_a", "general"),
         Child("bbb", conversation("run:agent-bbb", "Check the docs.", 1), "spawn_b", "general"),

@@ -28,7 +28,7 @@ TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
 
 def script(name: str, task: str = TASK) -> Trajectory:
     messages = [RECORDED[0], {"role": "user", "content": task}, *RECORDED[2:]]
-    return load_bytes(json.dumps(messages).encode(), name=name, source=f"{name}.json")
+    return load_bytes(json.dumps(messages).encode(), name=name, filename=f"{name}.json")
 
 
 def request(task: str = TASK, *history: dict[str, Any]) -> Conversation:

@@ -129,11 +129,11 @@ def test_faults_report_the_plan_with_how_often_each_fired() -> None:
         greeting(), faults_fired=[2], injected=[{"turn": 2, "kind": "429", "at": 1_767_225_600.0}]
     )
     f = faults(state, plan)
-    assert f["source"] == "flag"
+    assert f["set_by"] == "flag"
     assert [(p["turn"], p["kind"], p["fired"]) for p in f["plan"]] == [
         (2, "429", 2),
         (3, "drop", 0),
     ]
     assert f["injected"] == [{"turn": 2, "kind": "429", "at": "2026-01-01T00:00:00.000Z"}]
     state.faults = [p.model_dump(mode="json") for p in plan]
-    assert faults(state, plan)["source"] == "admin"
+    assert faults(state, plan)["set_by"] == "admin"

@@ -105,7 +105,7 @@ def test_a_retried_request_gets_the_same_turn_and_the_status_is_exact(
     assert status_["turns_served"] == 2
     assert status_["scripted_responses"] == 3
     assert status_["phase"] == "served"
-    assert status_["script"]["source"] == "task" and status_["script"]["task_match"] is True
+    assert status_["script"]["bound_by"] == "task" and status_["script"]["task_match"] is True
 
 
 def test_tool_less_and_subagent_calls_go_upstream_and_consume_nothing(

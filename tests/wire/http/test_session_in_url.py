@@ -66,7 +66,7 @@ def test_a_trajectory_named_in_the_path_binds_the_session(
         message, _ = agent_step(c, messages, stream=False)
         status = sessions(root)["rollout-8"]
     assert [call["id"] for call in message["tool_calls"]] == ["call_A"]
-    assert status["script"]["name"] == "wanted" and status["script"]["source"] == "header"
+    assert status["script"]["name"] == "wanted" and status["script"]["bound_by"] == "header"
 
 
 def test_the_hand_off_turn_in_the_path_replays_k_turns_then_goes_live(

@@ -72,7 +72,7 @@ def test_the_sdk_retries_a_429_and_gets_the_same_turn(proxy: ProxyFactory, scrip
     assert raw.headers["x-replay-turn"] == "2/2" and raw.headers["x-replay-source"] == "scripted"
     assert raw.parse().choices[0].message.tool_calls[0].id == "call_B"  # type: ignore[index]
     faults = session["faults"]
-    assert faults["source"] == "flag" and faults["plan"][0]["fired"] == 1
+    assert faults["set_by"] == "flag" and faults["plan"][0]["fired"] == 1
     assert [(i["turn"], i["kind"]) for i in faults["injected"]] == [(2, "429:0.01")]
     assert session["turns_served"] == 2 and session["scripted_responses"] == 2, session
     assert 'replay_proxy_faults_injected_total{kind="429"} 1.0' in metrics
@@ -291,13 +291,13 @@ def test_the_admin_api_sets_shows_and_clears_a_sessions_faults(
 ) -> None:
     with proxy(trajectory=[script], fault=["1:500"]) as url:
         shown = admin(url, "GET", "new").json()  # not seen yet: the --fault plan
-        assert shown["source"] == "flag" and [f["kind"] for f in shown["plan"]] == ["500"]
+        assert shown["set_by"] == "flag" and [f["kind"] for f in shown["plan"]] == ["500"]
         assert admin(url, "GET", "bad id!").status_code == 400
 
         plan = [{"turn": 2, "kind": "stall", "seconds": 0.01, "times": 2}]
         put = admin(url, "PUT", "own", plan)
         assert put.status_code == 200, put.text
-        assert put.json()["plan"] == [{**plan[0], "fired": 0}] and put.json()["source"] == "admin"
+        assert put.json()["plan"] == [{**plan[0], "fired": 0}] and put.json()["set_by"] == "admin"
         refused = admin(url, "PUT", "own", [{"turn": 2, "kind": "teapot"}])
         assert refused.status_code == 400
         message = refused.json()["error"]["message"]
@@ -321,7 +321,7 @@ def test_the_admin_api_sets_shows_and_clears_a_sessions_faults(
         assert headers["x-replay-source"] == "scripted"
         assert admin(url, "GET", "cleared").json() == {
             "session": "cleared",
-            "source": "admin",
+            "set_by": "admin",
             "plan": [],
             "injected": [],
         }

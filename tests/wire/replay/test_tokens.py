@@ -189,7 +189,7 @@ def test_two_replayed_calls_and_a_live_one_export_as_one_rollout_with_every_call
         sum(u[1] for u in usages),
     )
     # NeMo-Gym's reader loads it back as the same three calls
-    [back] = load_many(line.encode(), name="rl", source="rl.jsonl")
+    [back] = load_many(line.encode(), name="rl", filename="rl.jsonl")
     assert [t.text for t in back.turns] == texts
     assert [(t.tokens.prompt, t.tokens.generation, t.tokens.generation_log_probs())
             for t in back.turns if t.tokens] == [

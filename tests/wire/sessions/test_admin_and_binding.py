@@ -66,7 +66,7 @@ def test_unclaimed_trajectories_go_to_sessions_in_order_one_each(
         third = ask(url, "s3")
         assert third.headers["x-replay-source"] == "upstream"
         sessions = {s["session"]: s for s in httpx.get(admin(url)).json()["data"]}
-    assert sessions["s1"]["script"]["source"] == "unclaimed"
+    assert sessions["s1"]["script"]["bound_by"] == "unclaimed"
     assert sessions["s1"]["script"]["task_match"] is False  # reported, not hidden
     assert sessions["s3"]["phase"] == "unscripted"
     assert sessions["s3"]["script"] is None and sessions["s3"]["forwarded"]["main"] == 1
@@ -82,7 +82,7 @@ def test_task_match_wins_over_order(
         assert first_call_id(ask(url, "s1", task="task B")) == "b1"
         status = httpx.get(admin(url) + "/s1").json()
     assert (
-        status["script"] | {"name": "b", "source": "task", "task_match": True} == status["script"]
+        status["script"] | {"name": "b", "bound_by": "task", "task_match": True} == status["script"]
     )
 
 
@@ -120,7 +120,7 @@ def test_admin_put_get_delete(proxy: ProxyFactory, upstream: tuple[FakeUpstream,
         )
         assert put.status_code == 200
         assert (
-            put.json()["script"]["source"] == "admin" and put.json()["script"]["turns_total"] == 2
+            put.json()["script"]["bound_by"] == "admin" and put.json()["script"]["turns_total"] == 2
         )
         assert first_call_id(ask(url, "job-1")) == "p1"
 

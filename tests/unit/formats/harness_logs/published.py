@@ -96,7 +96,7 @@ def edited(reader: Reader, path: str, change: Change) -> bytes:
 
 def read_all(reader: Reader, data: bytes, name: str = "run") -> list[Trajectory]:
     source = f"{name}.jsonl" if reader.lines else f"{name}.json"
-    return read_with(reader, data, name=name, source=source)
+    return read_with(reader, data, name=name, filename=source)
 
 
 def read(reader: Reader, data: bytes, name: str = "run") -> Trajectory:

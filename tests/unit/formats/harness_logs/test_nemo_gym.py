@@ -95,7 +95,7 @@ def test_a_string_input_is_the_task_and_instructions_the_system_prompt() -> None
 def test_a_file_of_one_rollout_is_one_json_document() -> None:
     data = (HERE / "google_search-line1.jsonl").read_bytes()
     assert SINGLE.miss(json.loads(data)) is None
-    [t] = read_with(SINGLE, data, name="search", source="search.jsonl")
+    [t] = read_with(SINGLE, data, name="search", filename="search.jsonl")
     assert t.name == "search.1" and t.format == "nemo-gym"
     assert t.task is not None and t.task.startswith("Consider a Carnot engine")
     assert SINGLE.miss([{"role": "user", "content": "hi"}]) is not None
@@ -319,7 +319,7 @@ def test_a_shape_read_wrongly_is_refused_with_its_place(
     if rows == 1:  # the file's only rollout: the file is an error naming the line and why
         with pytest.raises(LoadError) as caught:
             read_bytes(data)
-        assert caught.value.source == "rollouts.jsonl"
+        assert caught.value.filename == "rollouts.jsonl"
         assert reason in caught.value.reason
         return
     found = read_bytes(data)
