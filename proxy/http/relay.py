@@ -15,13 +15,16 @@ from proxy.errors import ProxyError, UpstreamSocketRefused
 from proxy.http.incoming import Incoming
 from proxy.recording.recorder import Exchange
 from proxy.recording.tap import Tap, client_secrets
+from proxy.replay.conversation import Lane
 from proxy.runtime import Runtime
 from proxy.serving import Source
 from proxy.upstream import Captured, PassThrough
 from proxy.upstream.dialect import Dialect
 from proxy.upstream.socket import Refused
 
-OTHER = "other"  # the api label of a request of no completion API
+# a request of the other endpoints (no completion API) is labelled with its lane as its api too:
+# one word for one set of requests
+OTHER = Lane.OTHER.value
 
 
 def tap(
