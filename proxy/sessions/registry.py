@@ -375,7 +375,10 @@ class Sessions:
         if lineage is not None:
             event["detail"] = lineage.describe()[:300]
         if refused:
-            event["source"], event["detail"] = Source.REFUSED, "strict replay: no recording to replay"
+            event["source"], event["detail"] = (
+                Source.REFUSED,
+                "strict replay: no recording to replay",
+            )
         plain = event["source"], event["detail"]
 
         def change(s: SessionState) -> None:
