@@ -29,6 +29,7 @@ from proxy.metrics import Metrics
 from proxy.offload import Offload
 from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Recorder
+from proxy.recording.tracer import Tracer
 from proxy.replay.engine import Mode
 from proxy.runtime import Runtime
 from proxy.sessions.expiry import keys_live, sweep
@@ -123,6 +124,7 @@ def _runtime(
         dumper=Dumper(settings.dump_dir, store.next_sequence, secrets)
         if settings.dump_dir
         else None,
+        tracer=Tracer.from_environment(),
         guard=Guard(
             settings.allowed_host,
             admin_token=settings.admin_token is not None,
@@ -156,6 +158,8 @@ async def _lifespan(runtime: Runtime, app: FastAPI) -> AsyncIterator[None]:
         for writer in (runtime.recorder, runtime.dumper):
             if writer is not None:
                 writer.close()
+        if runtime.tracer is not None:  # its last spans, in a bounded wait
+            await asyncio.to_thread(runtime.tracer.shutdown)
 
 
 def _document_hot_paths(api: FastAPI, apis: Sequence[Api]) -> None:

@@ -11,6 +11,7 @@ from proxy.metrics import Metrics
 from proxy.offload import Offload
 from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Recorder
+from proxy.recording.tracer import Tracer
 from proxy.replay.engine import Rules
 from proxy.sessions.library import Library
 from proxy.sessions.registry import Sessions
@@ -29,6 +30,7 @@ class Runtime:
     metrics: Metrics
     recorder: Recorder | None = None
     dumper: Dumper | None = None
+    tracer: Tracer | None = None  # OpenTelemetry spans, when the OTEL_* variables ask for them
     guard: Guard = field(default_factory=Guard)
     offload: Offload | None = None  # worker processes for the largest bodies (proxy.offload)
 

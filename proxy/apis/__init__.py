@@ -121,6 +121,10 @@ class Api:
     # move between runs, metadata a harness adds for its own backend)
     id_fields: frozenset[str] = frozenset({"id"})
     dropped_fields: frozenset[str] = frozenset()
+    # what OpenTelemetry's GenAI conventions call it: who serves it (gen_ai.provider.name), and
+    # what a request of it does (gen_ai.operation.name)
+    provider: str = ""
+    operation: str = "chat"
 
     def read(self, raw: bytes, path: str, query: str) -> tuple[dict[str, Any], Conversation]:
         """A request body: the JSON object, and the Conversation the decision reads."""
@@ -203,6 +207,7 @@ CHAT = Api(
     file=FileShape(lambda _: False, chat.marks, None),  # the loader's own forms
     read_usage=chat.read_usage,
     id_fields=frozenset({"id", "tool_call_id"}),
+    provider="openai",
     call_event=b'"tool_calls"',
 )
 RESPONSES = Api(
@@ -233,6 +238,7 @@ RESPONSES = Api(
     call_event=b'"function_call"',
     read_usage=responses_history.read_usage,
     id_fields=frozenset({"id", "call_id"}),
+    provider="openai",
     # Codex's built-in provider puts a turn id and a creation time on each input item for its
     # own backend: nothing the model reads, and new on every run
     dropped_fields=frozenset({"internal_chat_message_metadata_passthrough"}),
@@ -267,6 +273,7 @@ ANTHROPIC = Api(
     read_usage=anthropic_history.read_usage,
     id_fields=frozenset({"id", "tool_use_id"}),
     dropped_fields=frozenset({"cache_control"}),  # moves to the newest message on every turn
+    provider="anthropic",
 )
 GEMINI = Api(
     name="gemini",
@@ -301,6 +308,8 @@ GEMINI = Api(
     call_event=b'"functionCall"',
     usage_field="usageMetadata",
     read_usage=gemini_history.read_usage,
+    provider="gcp.gemini",
+    operation="generate_content",
     made_up=gemini_history.MADE_UP,
 )
 # Anthropic's Messages API on another cloud: Anthropic's row, but for the URL, the way upstream,
@@ -321,6 +330,7 @@ VERTEX = dataclasses.replace(
     claims=vertex.claims,
     target=vertex.target,
     file=ANTHROPIC_FILES,
+    provider="gcp.vertex_ai",
 )
 BEDROCK = dataclasses.replace(
     ANTHROPIC,
@@ -339,6 +349,7 @@ BEDROCK = dataclasses.replace(
     target=bedrock.target,
     file=ANTHROPIC_FILES,
     framing=bedrock.FRAMING,
+    provider="aws.bedrock",
 )
 APIS = (CHAT, RESPONSES, ANTHROPIC, GEMINI, VERTEX, BEDROCK)
 BY_NAME = {api.name: api for api in APIS}

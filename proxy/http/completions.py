@@ -85,7 +85,7 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
         binding = await _text_based(request, runtime, conv, session)
         lane = Lane.MAIN if binding is not None else lane
     tap = None
-    if runtime.recorder is not None or runtime.dumper is not None:  # the call costs 2k otherwise
+    if runtime.recorder or runtime.dumper or runtime.tracer:  # the call costs 2k otherwise
         tap = relay.tap(
             runtime,
             request,
@@ -95,6 +95,7 @@ async def serve(request: Incoming, runtime: Runtime, *, api: Api) -> Response:
             body=body if offloaded is None else RawJson(raw),  # recorded as it came
             stream=conv.stream,
             perf_start=started,
+            model=conv.model,
         )
         if tap is not None and preset is not None:
             tap.exchange.preset = preset.name
@@ -278,6 +279,7 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         )
         call.done(result.source, result.label, result.error.status)
         if call.tap is not None:
+            call.tap.divergence = decision.divergence.describe()
             await call.tap.error(result.error)
         # answered here, not raised: front.answer_error would count it a second time, as an error
         return error_response(result.error, shape=call.api.error_body)
@@ -385,6 +387,8 @@ def _answer(call: InFlight, answer: Answer) -> Response:
     if fault is not None:
         _injected(call, fault, label)
         headers.append((b"x-replay-fault", fault.label.encode()))
+        if call.tap is not None:
+            call.tap.fault = fault.label
     call.done(Source.FAULT if answer.cut else answer.source, label, 200)
     on_complete = None
     tap = call.tap
@@ -397,10 +401,10 @@ def _answer(call: InFlight, answer: Answer) -> Response:
     elif tap is not None:
         tap.exchange.source = Source.SCRIPTED
         message = chat_message(answer.turn)
-        stream = call.conv.stream
+        stream, usage = call.conv.stream, answer.turn.usage
 
         async def on_complete() -> None:
-            await tap.rendered(parts, stream=stream, message=message, turn=label)
+            await tap.rendered(parts, stream=stream, message=message, turn=label, usage=usage)
 
     if fault is not None:  # a stream is cut as SSE events, then framed
         return faulted(
@@ -430,5 +434,6 @@ async def _fault_error(call: InFlight, fault: Fault, label: str) -> Response:
     response, error = fault_error(fault, api=call.api, where=where, headers=headers)
     call.done(Source.FAULT, label, error.status)
     if call.tap is not None:
+        call.tap.fault = fault.label
         await call.tap.error(error, Source.FAULT)
     return response

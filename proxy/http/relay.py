@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from proxy.apis import Api
-from proxy.apis.framing import SSE
 from proxy.config import UpstreamSocket
 from proxy.errors import ProxyError, UpstreamSocketRefused
 from proxy.http.incoming import Incoming
@@ -25,6 +24,7 @@ from proxy.upstream.socket import Refused
 # a request of the other endpoints (no completion API) is labelled with its lane as its api too:
 # one word for one set of requests
 OTHER = Lane.OTHER.value
+TRACE_HEADERS = ("traceparent", "tracestate")  # a harness's W3C trace context
 
 
 def tap(
@@ -37,11 +37,13 @@ def tap(
     body: object,
     stream: bool,
     perf_start: float,
+    model: str | None = None,
 ) -> Tap | None:
-    """A Tap for this exchange, or None when nothing is recorded or dumped (the usual case: then
-    no copy of the exchange is made at all)."""
+    """A Tap for this exchange, or None when nothing is recorded, dumped or traced (the usual
+    case: then no copy of the exchange is made at all). `model`: the one the request asks for."""
     dumper = None if runtime.strict else runtime.dumper
-    if runtime.recorder is None and dumper is None:
+    tracer = runtime.tracer if api is not None else None  # spans are of completions only
+    if runtime.recorder is None and dumper is None and tracer is None:
         return None
     exchange = Exchange(
         session=session,
@@ -62,8 +64,10 @@ def tap(
         dumper=dumper,
         secrets=client_secrets(incoming.headers, incoming.query),
         perf_start=perf_start,
-        reader=api.read_answer if api is not None else None,
-        framing=api.framing if api is not None else SSE,
+        api=api,
+        tracer=tracer,
+        model=model,
+        parent={k: v for k in TRACE_HEADERS if (v := incoming.headers.get(k))},
     )
 
 

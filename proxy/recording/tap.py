@@ -1,7 +1,7 @@
-"""Tap: what the recorder and the dumper learn from one exchange, once it completes.
+"""Tap: what the recorder, the dumper and the tracer learn from one exchange, once it completes.
 
-A Tap is made per request only when --record-dir or --dump-dir is set; without them nothing is
-copied or parsed on the way through.
+A Tap is made per request only when --record-dir or --dump-dir is set, or OpenTelemetry export
+(proxy.recording.tracer); without them nothing is copied or parsed on the way through.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from typing import Any
 
 import orjson
 
-from proxy.apis import APIS
+from proxy.apis import APIS, Api, usage_in
 from proxy.apis.framing import SSE, Framing
 from proxy.apis.readback import Assembled, sse_events
 from proxy.errors import ProxyError
 from proxy.recording.dumper import Dumper
 from proxy.recording.recorder import Exchange, RawJson, Recorder
-from proxy.replay.trajectory import Recorded
+from proxy.recording.tracer import Tracer
+from proxy.replay.trajectory import Recorded, Usage
 from proxy.sessions.status import iso
 from proxy.upstream import Captured
 from proxy.upstream.dialect import credential_headers
@@ -62,19 +63,31 @@ class Tap:
         dumper: Dumper | None,
         secrets: tuple[str, ...],
         perf_start: float,
-        reader: ReadAnswer | None = None,
-        framing: Framing = SSE,
+        api: Api | None = None,
+        tracer: Tracer | None = None,
+        model: str | None = None,
+        parent: dict[str, str] | None = None,
     ) -> None:
-        """`reader`: the API's read_answer (its Api row's), which reads an answer back into a
-        message; None for a request of no completion API (forwarded as "other")."""
+        """`api`: the request's API (its row reads an answer back into a message, and its usage);
+        None for a request of no completion API (forwarded as "other"). `model` and `parent`
+        (the request's W3C trace context headers) are for the tracer's span."""
         self.exchange = exchange
-        self.reader = reader
-        self.framing = framing  # how the API's streams cross the wire (SSE, or frames)
+        self.api = api
+        self.reader: ReadAnswer | None = api.read_answer if api is not None else None
+        self.framing: Framing = api.framing if api is not None else SSE  # SSE, or frames
         self.recorder = recorder
         self.dumper = dumper
+        self.tracer = tracer if api is not None else None  # spans are of completions only
         self.secrets = secrets
         self.perf_start = perf_start
         self.dump: dict[str, Any] | None = None  # set for live completions that are to be dumped
+        # what the span says beyond the exchange's record
+        self.model, self.parent = model, parent or {}
+        self.usage: Usage | None = None
+        self.answer: dict[str, Any] | None = None  # the answer's own id and model
+        self.fault: str | None = None
+        self.divergence: str | None = None
+        self.trajectory: str | None = None
 
     def _ms(self, at: float | None) -> float | None:
         return None if at is None else round((at - self.perf_start) * 1000, 3)
@@ -99,16 +112,26 @@ class Tap:
         body = captured.body()
         dump = self.dump is not None and captured.complete and captured.status == 200
         if len(body) > OFF_LOOP:  # parsing a large answer would stall every other request
-            completion = await asyncio.to_thread(_read_answer, x, body, dump, self.reader)
+            completion, assembled = await asyncio.to_thread(
+                _read_answer, x, body, dump, self.reader
+            )
         else:
-            completion = _read_answer(x, body, dump, self.reader)
+            completion, assembled = _read_answer(x, body, dump, self.reader)
+        self._learned(assembled)
         if completion is not None and self.dump is not None:
             await self._dump({**self.dump, "response": completion})
         await self._record()
 
     async def rendered(
-        self, parts: list[bytes], *, stream: bool, message: dict[str, Any], turn: str
+        self,
+        parts: list[bytes],
+        *,
+        stream: bool,
+        message: dict[str, Any],
+        turn: str,
+        usage: Usage | None = None,
     ) -> None:
+        self.usage = usage
         x = self.exchange
         x.status, x.stream, x.turn, x.message = 200, stream, turn, message
         x.finish_reason = "tool_calls" if message.get("tool_calls") else "stop"
@@ -134,6 +157,7 @@ class Tap:
         if self.reader is not None and recorded.status == 200:
             assembled = self.reader(recorded.body, recorded.stream)
             x.message, x.finish_reason = assembled.message, assembled.finish_reason
+            self._learned(assembled)
         x.ttfb_ms = x.duration_ms = self._ms(time.perf_counter())
         await self._record()
 
@@ -146,13 +170,41 @@ class Tap:
         x.duration_ms = self._ms(time.perf_counter())
         await self._record()
 
-    async def _record(self) -> None:
-        if self.recorder is None:
+    def _learned(self, assembled: Assembled | None) -> None:
+        """What the span says of an answer read back: its usage, id and model."""
+        if assembled is None or self.tracer is None:
             return
         try:
-            await self.recorder.write(self.exchange, self.secrets)
-        except OSError as exc:
-            log.error("could not record session %s: %s", self.exchange.session, exc)
+            self.usage = usage_in(assembled.usage, self.api)
+        except ValueError:  # a count no model reports: the span goes without it
+            self.usage = None
+        head = assembled.native or assembled.head or self.exchange.response
+        self.answer = head if isinstance(head, dict) else None
+
+    async def _record(self) -> None:
+        if self.recorder is not None:
+            try:
+                await self.recorder.write(self.exchange, self.secrets)
+            except OSError as exc:
+                log.error("could not record session %s: %s", self.exchange.session, exc)
+        if self.tracer is not None and self.api is not None:
+            try:
+                self.tracer.exchange(
+                    self.exchange,
+                    operation=self.api.operation,
+                    provider=self.api.provider or self.api.name,
+                    model=self.model,
+                    usage=self.usage,
+                    parent=self.parent,
+                    fault=self.fault,
+                    trajectory=self.trajectory,
+                    answer=self.answer,
+                    divergence=self.divergence,
+                )
+            except Exception:  # a span must never fail an answer: said, and left out
+                log.exception(
+                    "could not make the span of a request of session %s", self.exchange.session
+                )
 
     async def _dump(self, record: dict[str, Any]) -> None:
         assert self.dumper is not None
@@ -185,19 +237,20 @@ def dump_record(
 
 def _read_answer(
     x: Exchange, body: bytes, dump: bool, reader: ReadAnswer | None
-) -> dict[str, Any] | None:
-    """The exchange's answer filled in from the body; the completion to dump, if one is due."""
+) -> tuple[dict[str, Any] | None, Assembled | None]:
+    """The exchange's answer filled in from the body; the completion to dump, if one is due, and
+    the answer as read back."""
     if reader is None:
         x.events = sse_events(body) if x.stream else None
         x.response = None if x.stream else _json_or_text(body)
-        return None
+        return None, None
     assembled = reader(body, x.stream)
     x.message, x.finish_reason = assembled.message, assembled.finish_reason
     if x.stream:
         x.events = assembled.events
     else:
         x.response = _json_or_text(body)
-    return assembled.completion() if dump else None
+    return (assembled.completion() if dump else None), assembled
 
 
 def _json_or_text(body: bytes) -> Any:
