@@ -27,18 +27,15 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.propagate import extract
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from proxy.recording.recorder import Exchange
 from proxy.replay.trajectory import Usage
+
+if TYPE_CHECKING:  # the SDK is imported only when spans are exported (it takes 0.3 s)
+    from opentelemetry.sdk.trace import TracerProvider
 
 log = logging.getLogger("proxy.tracer")
 
@@ -66,6 +63,11 @@ class Tracer:
         named = "OTEL_SERVICE_NAME" in environ or "service.name=" in environ.get(
             "OTEL_RESOURCE_ATTRIBUTES", ""
         )
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
         resource = Resource.create({} if named else {"service.name": "replay-proxy"})
         timeout = None
         if not any(
@@ -98,6 +100,9 @@ class Tracer:
         divergence: str | None = None,
     ) -> None:
         """The exchange as a span, started and ended at its own times."""
+        from opentelemetry.propagate import extract
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
         start = int(x.started * 1e9)
         end = start + int((x.duration_ms or 0.0) * 1e6)
         attributes: dict[str, Any] = {
