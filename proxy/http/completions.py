@@ -279,7 +279,9 @@ async def _main(call: InFlight, binding: Binding | None) -> Response:
         )
         call.done(result.source, result.label, result.error.status)
         if call.tap is not None:
+            call.tap.trajectory = call.trajectory
             call.tap.divergence = decision.divergence.describe()
+            call.tap.verdict = decision.divergence.verdict.verdict
             await call.tap.error(result.error)
         # answered here, not raised: front.answer_error would count it a second time, as an error
         return error_response(result.error, shape=call.api.error_body)
@@ -392,6 +394,8 @@ def _answer(call: InFlight, answer: Answer) -> Response:
     call.done(Source.FAULT if answer.cut else answer.source, label, 200)
     on_complete = None
     tap = call.tap
+    if tap is not None:
+        tap.trajectory = call.trajectory
     if tap is not None and answer.cut:
         error = InjectedFault(200, f"fault injected at turn {label}: drop")
 

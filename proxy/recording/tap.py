@@ -87,6 +87,7 @@ class Tap:
         self.answer: dict[str, Any] | None = None  # the answer's own id and model
         self.fault: str | None = None
         self.divergence: str | None = None
+        self.verdict: str | None = None  # a divergence's: changed, or volatile
         self.trajectory: str | None = None
 
     def _ms(self, at: float | None) -> float | None:
@@ -200,6 +201,7 @@ class Tap:
                     trajectory=self.trajectory,
                     answer=self.answer,
                     divergence=self.divergence,
+                    verdict=self.verdict,
                 )
             except Exception:  # a span must never fail an answer: said, and left out
                 log.exception(

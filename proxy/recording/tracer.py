@@ -13,7 +13,8 @@ a request's time. What the span says:
     gen_ai.usage.input_tokens     and output_tokens: as recorded, else the estimate the answer gave
     gen_ai.response.finish_reasons
     gen_ai.conversation.id        the session
-    replay.session, replay.lane, replay.source, replay.turn, replay.trajectory, replay.fault
+    replay.session, replay.lane, replay.source, replay.turn, replay.trajectory, replay.fault,
+    replay.verdict (a divergence's: changed or volatile)
     gen_ai.input.messages         and gen_ai.output.messages, only with
                                   OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true
 
@@ -98,6 +99,7 @@ class Tracer:
         trajectory: str | None = None,
         answer: Mapping[str, Any] | None = None,
         divergence: str | None = None,
+        verdict: str | None = None,
     ) -> None:
         """The exchange as a span, started and ended at its own times."""
         from opentelemetry.propagate import extract
@@ -149,7 +151,9 @@ class Tracer:
             start_time=start,
         )
         if divergence is not None:
-            span.add_event("replay.divergence", {"replay.reason": divergence[:2000]}, timestamp=end)
+            said = {"replay.reason": divergence[:2000], "replay.verdict": verdict or "changed"}
+            span.add_event("replay.divergence", said, timestamp=end)
+            span.set_attribute("replay.verdict", verdict or "changed")
         if x.status >= 400 or x.error:
             span.set_status(Status(StatusCode.ERROR, (x.error or "")[:500] or None))
             span.set_attribute("error.type", str(x.status) if x.status >= 400 else "incomplete")

@@ -62,6 +62,7 @@ def test_a_scripted_turn_is_a_span_in_the_harnesss_trace(
     assert a["gen_ai.request.model"] == "gpt-test"
     assert a["gen_ai.conversation.id"] == a["replay.session"] == "ses_otel"
     assert (a["replay.lane"], a["replay.source"], a["replay.turn"]) == ("main", "scripted", "1/2")
+    assert a["replay.trajectory"] == "run"
     assert a["gen_ai.response.finish_reasons"] == ["tool_calls"]
     # nothing recorded: the usage the answer gave, said to be an estimate
     assert a["gen_ai.usage.input_tokens"] == answer.usage.prompt_tokens
@@ -89,6 +90,7 @@ def test_a_divergence_is_an_event_and_an_error_and_the_live_part_a_span_of_its_o
     assert diverged.status == 2 and diverged.attributes["http.response.status_code"] == 404
     [(name, event)] = diverged.events
     assert name == "replay.divergence" and "call_X" in event["replay.reason"]
+    assert event["replay.verdict"] == diverged.attributes["replay.verdict"] == "changed"
     forwarded = spans[2]
     assert live.choices[0].message.content == "Done live."
     assert forwarded.attributes["replay.source"] == "upstream"
