@@ -12,10 +12,10 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.apis import CHAT
+from proxy.apis import CHAT, Api
 from proxy.errors import BadRequest
 from proxy.recording.recorder import REDACTED, Exchange, Recorder
-from proxy.recording.tap import ReadAnswer, Tap, client_secrets
+from proxy.recording.tap import Tap, client_secrets
 from proxy.upstream import Captured
 
 CLIENT_KEY = "sk-client-0123456789abcdef"
@@ -54,7 +54,7 @@ def recorder(tmp_path: Path) -> Iterator[Recorder]:
     made.close()
 
 
-def tap(recorder: Recorder, source: str = "upstream", reader: ReadAnswer | None = None) -> Tap:
+def tap(recorder: Recorder, source: str = "upstream", api: Api | None = None) -> Tap:
     x = Exchange(
         session="ses_1",
         lane="main",
@@ -66,9 +66,7 @@ def tap(recorder: Recorder, source: str = "upstream", reader: ReadAnswer | None 
     )
     secrets = client_secrets({"authorization": f"Bearer {CLIENT_KEY}"})
     started = time.perf_counter()
-    return Tap(
-        x, recorder=recorder, dumper=None, secrets=secrets, perf_start=started, reader=reader
-    )
+    return Tap(x, recorder=recorder, dumper=None, secrets=secrets, perf_start=started, api=api)
 
 
 def written(recorder: Recorder) -> tuple[str, list[dict[str, Any]]]:
@@ -112,7 +110,7 @@ async def test_a_forwarded_answer_is_read_back_by_the_reader_the_tap_was_given(
     captured = Captured(status=200, content_type="application/json", limit=1 << 20)
     captured.keep(orjson.dumps(COMPLETION))
     captured.complete = True
-    await tap(recorder, reader=CHAT.read_answer).forwarded(captured)
+    await tap(recorder, api=CHAT).forwarded(captured)
     text, [line] = written(recorder)
     assert CLIENT_KEY not in text
     assert line["message"] == {"role": "assistant", "content": f"you sent {REDACTED}"}
