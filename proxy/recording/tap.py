@@ -77,7 +77,7 @@ class Tap:
         self.framing: Framing = api.framing if api is not None else SSE  # SSE, or frames
         self.recorder = recorder
         self.dumper = dumper
-        self.tracer = tracer if api is not None else None  # spans are of completions only
+        self.tracer = tracer  # spans are of completions only: relay.tap gives none without an API
         self.secrets = secrets
         self.perf_start = perf_start
         self.dump: dict[str, Any] | None = None  # set for live completions that are to be dumped
